@@ -1,0 +1,123 @@
+"""Run a plan on Ray: image builds first, then units with a bounded number in flight.
+
+Ray stays at this edge: the remote functions below only call plain Python
+(``raydist.cluster.unit.execute_unit``, ``raydist.sandbox.ensure_instance_image``). Each
+finished unit's row is written by the driver the moment it arrives, so killing the driver
+loses at most the units in flight, which the next launch runs again.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+from raydist.cluster.plan import RunUnit
+from raydist.cluster.unit import UnitSettings, execute_unit
+
+
+@dataclass(frozen=True)
+class RayOptions:
+    """``address``: None starts a local Ray on loopback; "auto" joins a running cluster."""
+
+    address: str | None = None
+    max_concurrency: int = 2
+    cpus_per_unit: float = 0.5
+    image_build_cpus: float = 1.0
+
+
+def init_ray(options: RayOptions) -> None:
+    """Start or join Ray once per process. A local instance binds 127.0.0.1 and has no
+    dashboard: on a laptop or CI machine nothing listens beyond loopback."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    if options.address:
+        ray.init(address=options.address, log_to_driver=False)
+    else:
+        ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+
+
+def _remote_unit():
+    import ray
+
+    @ray.remote(max_retries=0)
+    def run_unit(unit: RunUnit, instance, settings: UnitSettings, endpoint) -> dict:
+        return execute_unit(unit, instance, settings, endpoint)
+
+    return run_unit
+
+
+def _remote_image():
+    import ray
+
+    @ray.remote(max_retries=0)
+    def build_image(recipe, docker_host, base_tag, cache_dir) -> str:
+        from raydist.sandbox import connect, ensure_instance_image
+
+        return ensure_instance_image(connect(docker_host), recipe, base_tag=base_tag,
+                                     cache_dir=Path(cache_dir)).tag
+
+    return build_image
+
+
+def build_images(recipes: dict, settings: UnitSettings, options: RayOptions) -> dict[str, str]:
+    """Build (or find) every instance image before any agent runs, in parallel.
+
+    Returns ``{recipe_key: error message}`` for recipes that failed; their units then
+    record the error instead of each retrying the build."""
+    import ray
+
+    build = _remote_image().options(num_cpus=options.image_build_cpus)
+    refs = {key: build.remote(r, settings.docker_host, settings.base_image, settings.cache_dir)
+            for key, r in recipes.items()}
+    failed = {}
+    for key, ref in refs.items():
+        try:
+            ray.get(ref)
+        except Exception as exc:  # noqa: BLE001 - reported per recipe, the rest go on
+            cause = getattr(exc, "cause", None) or exc
+            failed[key] = f"{type(cause).__name__}: {cause}"
+    return failed
+
+
+def run_units(
+    units: Sequence[RunUnit],
+    instances: dict,
+    settings: UnitSettings,
+    endpoint,
+    options: RayOptions,
+    on_row: Callable[[dict], None],
+    progress=None,
+) -> None:
+    """Run ``units`` with at most ``options.max_concurrency`` in flight; ``on_row`` gets
+    each finished row at once. A task that dies (worker killed, node lost) becomes an
+    infrastructure-error row, so the unit runs again on the next launch."""
+    import ray
+
+    remote = _remote_unit().options(num_cpus=options.cpus_per_unit)
+    pending = list(units)
+    in_flight: dict = {}
+    while pending or in_flight:
+        while pending and len(in_flight) < max(1, options.max_concurrency):
+            unit = pending.pop(0)
+            in_flight[remote.remote(unit, instances[unit.instance_id], settings, endpoint)] = unit
+        if progress:
+            progress.running(len(in_flight))
+        ready, _ = ray.wait(list(in_flight), num_returns=1)
+        for ref in ready:
+            unit = in_flight.pop(ref)
+            try:
+                row = ray.get(ref)
+            except Exception as exc:  # noqa: BLE001
+                row = {"key": unit.key, "instance_id": unit.instance_id, "model": unit.model,
+                       "agent": unit.agent, "level": unit.level, "seed": unit.seed,
+                       "config_hash": unit.config_hash, "resolved": False,
+                       "error": f"run unit task failed: {type(exc).__name__}: {exc}"[:4000],
+                       "error_kind": "infrastructure"}
+            on_row(row)
+            if progress:
+                progress.finished(row)

@@ -1,0 +1,181 @@
+"""One run unit, start to finish, in plain Python (the Ray task in ``runner`` only calls it).
+
+Flow (docs/architecture.md): instance image -> View (pure) -> agent sandbox with the view
+written and git re-initialised at the view state (so no history reveals the original) ->
+agent -> changed files read back -> patch recovered in original coordinates (§III-G) ->
+graded in a fresh container -> one row.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import traceback
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from raydist.cluster.plan import RunUnit
+
+# Files an agent's tools leave behind that are never part of a submission.
+IGNORED = ("__pycache__/", "*.pyc", ".pytest_cache/", "*.egg-info/", ".mypy_cache/")
+AGENT_OUTCOMES = {"Submitted", "LimitsExceeded", "TimeExceeded", "RepeatedFormatError", "FormatError"}
+
+
+@dataclass(frozen=True)
+class UnitSettings:
+    """Everything a unit needs besides the unit, the instance and the model endpoint."""
+
+    agent_kind: str  # "llm" | "oracle" | "null"
+    agent_settings: dict
+    view_options: dict
+    cache_dir: str
+    run_dir: str
+    docker_host: str | None = None
+    base_image: str | None = None
+    network: str = "none"
+    limits: dict = field(default_factory=dict)
+    grading_timeout_s: float = 900.0
+
+
+class UnitInputError(Exception):
+    """The instance itself cannot be run as given (recorded, not retried)."""
+
+
+def execute_unit(unit: RunUnit, instance, settings: UnitSettings, endpoint=None) -> dict:
+    """Run one unit and return its result row (see ``raydist.results.schema``).
+
+    Never raises for an outcome of the run: infrastructure failures (Docker, image build,
+    model server) come back as a row with ``error_kind="infrastructure"`` (retried on resume),
+    problems of the instance itself with ``error_kind="input"``."""
+    started = time.time()
+    row = _base_row(unit)
+    try:
+        row.update(_run(unit, instance, settings, endpoint))
+    except UnitInputError as exc:
+        row.update(error=str(exc), error_kind="input")
+    except Exception as exc:  # noqa: BLE001 - every failure must become a recorded row
+        row.update(error=f"{type(exc).__name__}: {exc}", error_kind="infrastructure",
+                   view_meta=json.dumps({"traceback": traceback.format_exc()[-4000:]}))
+    row["wall_seconds"] = round(time.time() - started, 3)
+    row["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return row
+
+
+def _base_row(unit: RunUnit) -> dict:
+    return {
+        "key": unit.key, "instance_id": unit.instance_id, "model": unit.model, "agent": unit.agent,
+        "level": unit.level, "seed": unit.seed, "config_hash": unit.config_hash, "resolved": False,
+    }
+
+
+def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint) -> dict:
+    from raydist.grading import grade
+    from raydist.sandbox import Limits, connect, ensure_instance_image
+    from raydist.views import RepoFiles, build_view, recover_patch
+
+    if instance.recipe is None:
+        raise UnitInputError(
+            f"instance {instance.instance_id!r} has no build recipe (sdist); raydist builds images "
+            "offline from a PyPI sdist: add an `sdist` field, or run it where its SWE-bench image exists"
+        )
+    if not instance.test_cmd:
+        raise UnitInputError(f"instance {instance.instance_id!r} has no test_cmd; add one to the instance")
+    client = connect(settings.docker_host)
+    image = ensure_instance_image(client, instance.recipe, base_tag=settings.base_image,
+                                  cache_dir=Path(settings.cache_dir))
+    repo = RepoFiles(Path(image.repo_dir))
+    view = build_view(instance, repo, unit.level, unit.seed, _view_options(settings.view_options))
+    limits = Limits(**settings.limits)
+    traj_path = Path(settings.run_dir) / "trajectories" / f"{instance.instance_id}__{unit.level}__s{unit.seed}__{unit.key[:8]}.traj.json"
+
+    t0 = time.time()
+    from raydist.sandbox import Sandbox
+
+    with Sandbox.create(client, image.tag, limits=limits, network=settings.network,
+                        labels={"raydist.unit": unit.key}, name=f"agent-{unit.key[:12]}") as box:
+        _install_view(box, view)
+        outcome = _run_agent(settings, view, box, endpoint, traj_path, instance)
+        final = _read_changes(box)
+    agent_seconds = time.time() - t0
+    out = {
+        "exit_status": outcome.exit_status, "steps": outcome.steps, "input_tokens": outcome.input_tokens,
+        "output_tokens": outcome.output_tokens, "cost": outcome.cost, "agent_seconds": round(agent_seconds, 3),
+        "view_files": len(view.files), "view_meta": json.dumps(view.meta, default=str, sort_keys=True),
+        "trajectory": str(traj_path),
+    }
+    if outcome.error and outcome.exit_status not in AGENT_OUTCOMES:
+        out.update(error=outcome.error, error_kind="infrastructure")
+        return out
+    original = {path: repo.read(path) for path in final}
+    patch = recover_patch(original, final)
+    t1 = time.time()
+    result = grade(client, instance, image.tag, patch, timeout=settings.grading_timeout_s, limits=limits)
+    out.update(
+        resolved=bool(result.resolved), model_patch=patch, patch_applied=result.applied,
+        apply_method=result.apply_method, grading_seconds=round(time.time() - t1, 3),
+        fail_to_pass_passed=sum(1 for s in result.fail_to_pass.values() if s == "PASSED"),
+        fail_to_pass_total=len(instance.FAIL_TO_PASS),
+        pass_to_pass_passed=sum(1 for s in result.pass_to_pass.values() if s == "PASSED"),
+        pass_to_pass_total=len(instance.PASS_TO_PASS),
+    )
+    if result.error:
+        out.update(error=result.error, error_kind="input" if not result.applied else "infrastructure")
+    return out
+
+
+def _view_options(options: dict):
+    from raydist.views import ViewOptions
+
+    return ViewOptions(**options)
+
+
+def _install_view(box, view) -> None:
+    """Write the view's files and make the view the repository's only history."""
+    if view.files:
+        box.write_files(dict(view.files))
+    excludes = "\\n".join(IGNORED)
+    script = (
+        "rm -rf .git && git init -q && "
+        f"printf '{excludes}\\n' > .git/info/exclude && git add -A && "
+        "git -c user.name=raydist -c user.email=raydist@localhost commit -qm 'initial commit' --no-verify"
+    )
+    res = box.exec(script, timeout=300)
+    if res.returncode != 0:
+        raise RuntimeError(f"could not install the view in the sandbox: {res.output[-2000:]}")
+
+
+def _read_changes(box) -> dict[str, str | None]:
+    """Final contents of the files the agent changed relative to the view (None: deleted).
+    Binary files are not part of a text patch and are skipped."""
+    res = box.exec("git add -A >/dev/null 2>&1; git diff --cached --name-status --no-renames -z", timeout=300)
+    if res.returncode != 0:
+        raise RuntimeError(f"could not list the agent's changes: {res.output[-2000:]}")
+    fields = [f for f in res.output.split("\0") if f]
+    changes = dict(zip(fields[1::2], fields[0::2]))  # path -> status
+    present = [p for p, s in changes.items() if s != "D"]
+    contents = box.read_files(present) if present else {}
+    final: dict[str, str | None] = {p: None for p, s in changes.items() if s == "D"}
+    for path, data in contents.items():
+        if data is None:
+            final[path] = None
+            continue
+        try:
+            final[path] = data.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+    return final
+
+
+def _run_agent(settings: UnitSettings, view, box, endpoint, traj_path: Path, instance):
+    from raydist.agents import AgentSettings, run_agent
+    from raydist.agents.scripted import null_agent, oracle_agent
+
+    agent_settings = AgentSettings(**settings.agent_settings)
+    if settings.agent_kind == "oracle":
+        return oracle_agent(view=view, sandbox=box, instance=instance, settings=agent_settings,
+                            trajectory_path=traj_path)
+    if settings.agent_kind == "null":
+        return null_agent(view=view, sandbox=box, settings=agent_settings, trajectory_path=traj_path)
+    return run_agent(view=view, sandbox=box, endpoint=endpoint, settings=agent_settings,
+                     trajectory_path=traj_path)

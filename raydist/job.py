@@ -1,0 +1,200 @@
+"""A launch as data (``Job``) and its execution (``run_job``).
+
+``Job.from_config`` validates everything a user can get wrong (agent, model name, levels,
+instance files, Docker) before a single unit is spent; ``run_job`` runs what is not yet
+finished and compiles the tables.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from raydist.cluster.plan import SCRIPTED_AGENTS, RunUnit, build_plan, expand_levels, unit_config_hash
+from raydist.cluster.runner import RayOptions
+from raydist.cluster.unit import UnitSettings
+
+
+class JobError(Exception):
+    """A problem with the configuration or its inputs; the message says what to do."""
+
+
+@dataclass
+class Job:
+    """Everything ``run_job`` needs: the plan, the instances, and resolved settings."""
+
+    units: list[RunUnit]
+    instances: dict
+    settings: UnitSettings
+    ray: RayOptions
+    model: str
+    model_cfg: dict | None  # the local_models entry when raydist serves the model itself
+    agent: str
+    run_dir: Path
+    retry_errors: bool
+    title: str
+
+    @classmethod
+    def from_config(cls, cfg: DictConfig, run_dir: str | Path) -> "Job":
+        """Resolve and validate ``cfg``. Raises ``JobError`` naming the bad input."""
+        agent = "null" if cfg.agent is None else str(cfg.agent)
+        if agent not in cfg.agents:
+            raise JobError(f"agent={agent!r} is not defined; choose one of {', '.join(cfg.agents)}")
+        agent_cfg = OmegaConf.to_container(cfg.agents[agent], resolve=True)
+        kind = agent_cfg.pop("kind")
+        model = str(cfg.model)
+        local = OmegaConf.to_container(cfg.local_models, resolve=True).get(model)
+        if kind == "llm" and local is None:
+            _check_hosted_model(model)
+        instances = _load(cfg)
+        levels = _levels(cfg.levels)
+        seeds = list(cfg.seeds) if not isinstance(cfg.seeds, int) else [cfg.seeds]
+        view_options = OmegaConf.to_container(cfg.view, resolve=True)
+        settings_for_hash = dict(agent_cfg)
+        if kind == "llm":
+            settings_for_hash["model_server"] = local or {}
+        config_hash = unit_config_hash(agent, settings_for_hash, view_options)
+        units = build_plan(instances, model=model, agent=agent, levels=levels, seeds=seeds,
+                           config_hash=config_hash)
+        sandbox = cfg.sandbox
+        settings = UnitSettings(
+            agent_kind=kind, agent_settings=agent_cfg, view_options=view_options,
+            cache_dir=str(Path(cfg.cache_dir).expanduser()), run_dir=str(run_dir),
+            docker_host=sandbox.docker_host, base_image=sandbox.base_image, network=sandbox.network,
+            limits=OmegaConf.to_container(sandbox.limits, resolve=True),
+            grading_timeout_s=float(sandbox.grading_timeout_s),
+        )
+        ray_opts = RayOptions(**OmegaConf.to_container(cfg.cluster, resolve=True))
+        title = f"raydist: {cfg.benchmark.name} / {agent}" + ("" if agent in SCRIPTED_AGENTS else f" / {model}")
+        return cls(units=units, instances={i.instance_id: i for i in instances}, settings=settings,
+                   ray=ray_opts, model=model, model_cfg=local if kind == "llm" else None, agent=agent,
+                   run_dir=Path(run_dir), retry_errors=bool(cfg.resume.retry_errors), title=title)
+
+
+def _check_hosted_model(model: str) -> None:
+    from raydist.models.endpoint import UnknownModel, check_model_name
+
+    try:
+        check_model_name(model)
+    except UnknownModel as exc:
+        raise JobError(str(exc)) from exc
+
+
+def _load(cfg: DictConfig) -> list:
+    from raydist.tasks import MalformedInstance, load_instances
+
+    bench = cfg.benchmark
+    try:
+        ids = list(bench.ids) if bench.ids else None
+        return load_instances(str(bench.source), ids=ids, limit=bench.limit)
+    except MalformedInstance as exc:
+        raise JobError(f"benchmark={bench.name}: {exc}") from exc
+    except (FileNotFoundError, ValueError) as exc:
+        raise JobError(f"benchmark={bench.name}: {exc}") from exc
+
+
+def _levels(levels) -> list[str]:
+    from raydist.views import implemented_levels
+
+    raw = levels if isinstance(levels, str) else list(levels)
+    try:
+        return expand_levels(raw, implemented_levels())
+    except ValueError as exc:
+        raise JobError(str(exc)) from exc
+
+
+def run_job(job: Job) -> None:
+    """Run the units of ``job`` that are not finished yet, then write ``runs.parquet``,
+    ``preds.jsonl`` and ``summary.md`` in ``job.run_dir`` and print the summary.
+
+    SIGTERM and Ctrl-C stop scheduling; rows already written stay, and the tables are
+    compiled from them before exiting."""
+    from raydist.results import ResultStore, summarise, to_markdown
+    from raydist.sandbox import SandboxUnavailable, connect, ensure_base_image, sweep_orphans
+
+    store = ResultStore(job.run_dir)
+    keys = [u.key for u in job.units]
+    done = store.finished_keys(keys, retry_errors=job.retry_errors)
+    todo = [u for u in job.units if u.key not in done]
+    print(f"{job.title}: {len(job.units)} units planned, {len(done)} finished before, {len(todo)} to run; "
+          f"results in {job.run_dir}", flush=True)
+    try:
+        client = connect(job.settings.docker_host)
+        job.settings = _with_base_image(job.settings, ensure_base_image(client, job.settings.base_image))
+    except SandboxUnavailable as exc:
+        raise JobError(str(exc)) from exc
+    removed = sweep_orphans(client)
+    if removed:
+        print(f"removed {removed} containers left by an earlier run that was killed", flush=True)
+    interrupted = False
+    if todo:
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+        try:
+            _execute(job, todo, store)
+        except KeyboardInterrupt:
+            interrupted = True
+            print("\ninterrupted: finished rows are kept; run the same command again to resume",
+                  file=sys.stderr, flush=True)
+        finally:
+            _shutdown_ray()
+            sweep_orphans(client)
+    table = store.compile(keys)
+    note = "Interrupted before the plan finished." if interrupted else ""
+    report = to_markdown(summarise(table), title=job.title, planned=len(job.units), note=note)
+    (job.run_dir / "summary.md").write_text(report)
+    print(report, flush=True)
+    if interrupted:
+        sys.exit(130)
+
+
+def _execute(job: Job, todo: list[RunUnit], store) -> None:
+    from raydist.cluster.progress import UnitProgress
+    from raydist.cluster.runner import build_images, init_ray, run_units
+    from raydist.cluster.serving import serve_model
+
+    init_ray(job.ray)
+    recipes = {job.instances[u.instance_id].recipe.key(): job.instances[u.instance_id].recipe
+               for u in todo if job.instances[u.instance_id].recipe is not None}
+    failed = build_images(recipes, job.settings, job.ray)
+    progress = UnitProgress(total=len(job.units), already_done=len(job.units) - len(todo))
+    runnable = []
+    for unit in todo:
+        recipe = job.instances[unit.instance_id].recipe
+        if recipe is not None and recipe.key() in failed:
+            row = _error_row(unit, f"instance image could not be built: {failed[recipe.key()]}")
+            store.write_row(row)
+            progress.finished(row)
+        else:
+            runnable.append(unit)
+    try:
+        with serve_model(job.model, job.model_cfg, job.settings) as endpoint:
+            run_units(runnable, job.instances, job.settings, endpoint, job.ray, store.write_row, progress)
+    finally:
+        progress.close()
+
+
+def _error_row(unit: RunUnit, message: str) -> dict:
+    return {"key": unit.key, "instance_id": unit.instance_id, "model": unit.model, "agent": unit.agent,
+            "level": unit.level, "seed": unit.seed, "config_hash": unit.config_hash, "resolved": False,
+            "error": message[:4000], "error_kind": "infrastructure"}
+
+
+def _with_base_image(settings: UnitSettings, tag: str) -> UnitSettings:
+    from dataclasses import replace
+
+    return replace(settings, base_image=tag)
+
+
+def _raise_interrupt(signum, frame):  # noqa: ARG001
+    raise KeyboardInterrupt
+
+
+def _shutdown_ray() -> None:
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()

@@ -1,0 +1,62 @@
+"""The Arrow schema of ``runs.parquet``: one row per run unit.
+
+Units: seconds for times, tokens for token counts, US dollars for cost (0 for local models).
+``error_kind`` separates an ``infrastructure`` failure (Docker, image build, model server:
+the unit runs again on resume) from an ``input`` problem (a patch that does not apply, an
+instance that cannot be built from its recipe: recorded, not retried) and from no error.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import pyarrow as pa
+
+RUNS_SCHEMA = pa.schema(
+    [
+        pa.field("key", pa.string(), nullable=False),
+        pa.field("instance_id", pa.string(), nullable=False),
+        pa.field("model", pa.string(), nullable=False),
+        pa.field("agent", pa.string(), nullable=False),
+        pa.field("level", pa.string(), nullable=False),
+        pa.field("seed", pa.int64(), nullable=False),
+        pa.field("config_hash", pa.string(), nullable=False),
+        pa.field("resolved", pa.bool_(), nullable=False),
+        pa.field("exit_status", pa.string()),
+        pa.field("steps", pa.int64()),
+        pa.field("input_tokens", pa.int64()),
+        pa.field("output_tokens", pa.int64()),
+        pa.field("cost", pa.float64()),
+        pa.field("agent_seconds", pa.float64()),
+        pa.field("grading_seconds", pa.float64()),
+        pa.field("wall_seconds", pa.float64()),
+        pa.field("patch_applied", pa.bool_()),
+        pa.field("apply_method", pa.string()),
+        pa.field("fail_to_pass_passed", pa.int64()),
+        pa.field("fail_to_pass_total", pa.int64()),
+        pa.field("pass_to_pass_passed", pa.int64()),
+        pa.field("pass_to_pass_total", pa.int64()),
+        pa.field("model_patch", pa.string()),
+        pa.field("view_files", pa.int64()),
+        pa.field("view_meta", pa.string()),
+        pa.field("trajectory", pa.string()),
+        pa.field("error", pa.string()),
+        pa.field("error_kind", pa.string()),
+        pa.field("finished_at", pa.string()),
+    ]
+)
+
+_DEFAULTS = {"resolved": False}
+
+
+def normalise_row(row: Mapping) -> dict:
+    """A dict with exactly the schema's fields (missing ones None, unknown ones dropped).
+
+    Raises ``KeyError`` naming a missing non-nullable field."""
+    out = {}
+    for field in RUNS_SCHEMA:
+        value = row.get(field.name, _DEFAULTS.get(field.name))
+        if value is None and not field.nullable:
+            raise KeyError(f"result row lacks required field {field.name!r}")
+        out[field.name] = value
+    return out

@@ -1,0 +1,70 @@
+"""The run summary: resolved rate per model x agent x level, with mean steps and tokens.
+
+Metrics follow SchrodingerRepo §V-B: Pass@1 (here the resolved rate of single runs,
+averaged over views and seeds), average actions (steps), average input and output tokens.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+
+def summarise(table: pa.Table) -> list[dict]:
+    """One dict per (model, agent, level): ``units, resolved, resolved_rate, mean_steps,
+    mean_input_tokens, mean_output_tokens, cost, errors``, sorted by model, agent, level."""
+    if table.num_rows == 0:
+        return []
+    errors = pa.array([e is not None for e in table.column("error").to_pylist()])
+    t = table.append_column("has_error", errors)
+    grouped = t.group_by(["model", "agent", "level"]).aggregate(
+        [
+            ("key", "count"),
+            ("resolved", "sum"),
+            ("steps", "mean"),
+            ("input_tokens", "mean"),
+            ("output_tokens", "mean"),
+            ("cost", "sum"),
+            ("has_error", "sum"),
+        ]
+    )
+    out = []
+    for r in grouped.to_pylist():
+        units = r["key_count"]
+        resolved = int(r["resolved_sum"] or 0)
+        out.append(
+            {
+                "model": r["model"],
+                "agent": r["agent"],
+                "level": r["level"],
+                "units": units,
+                "resolved": resolved,
+                "resolved_rate": resolved / units if units else 0.0,
+                "mean_steps": r["steps_mean"] or 0.0,
+                "mean_input_tokens": r["input_tokens_mean"] or 0.0,
+                "mean_output_tokens": r["output_tokens_mean"] or 0.0,
+                "cost": r["cost_sum"] or 0.0,
+                "errors": int(r["has_error_sum"] or 0),
+            }
+        )
+    return sorted(out, key=lambda r: (r["model"], r["agent"], r["level"]))
+
+
+def to_markdown(rows: list[dict], *, title: str, planned: int, note: str = "") -> str:
+    """A Markdown report: a heading, the count of finished vs planned units, and the table."""
+    finished = sum(r["units"] for r in rows)
+    lines = [f"# {title}", "", f"{finished} of {planned} units finished.", ""]
+    if note:
+        lines += [note, ""]
+    lines += [
+        "| model | agent | level | units | resolved | resolved rate | mean steps "
+        "| mean input tokens | mean output tokens | cost (USD) | errors |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['model']} | {r['agent']} | {r['level']} | {r['units']} | {r['resolved']} "
+            f"| {100 * r['resolved_rate']:.1f}% | {r['mean_steps']:.1f} "
+            f"| {r['mean_input_tokens']:.0f} | {r['mean_output_tokens']:.0f} "
+            f"| {r['cost']:.4f} | {r['errors']} |"
+        )
+    return "\n".join(lines) + "\n"
