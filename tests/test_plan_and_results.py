@@ -1,0 +1,125 @@
+"""Plan keys, resume bookkeeping and the summary table: pure logic, no Ray or Docker."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pyarrow.parquet as pq
+import pytest
+
+from raydist.cluster.plan import RunUnit, build_plan, expand_levels, stable_hash, unit_config_hash
+from raydist.results import ResultStore, redact, summarise, to_markdown
+
+
+@dataclass
+class FakeInstance:
+    instance_id: str
+    body: str
+
+    def content_hash(self) -> str:
+        return stable_hash({"id": self.instance_id, "body": self.body})
+
+
+def _units(agent="miniswe", model="gemma3-270m", config_hash="c0"):
+    instances = [FakeInstance("a__x-1", "p1"), FakeInstance("b__y-2", "p2")]
+    return build_plan(instances, model=model, agent=agent, levels=["L0", "L3"], seeds=[0, 1, 2],
+                      config_hash=config_hash)
+
+
+def _row(unit: RunUnit, **extra) -> dict:
+    row = {"key": unit.key, "instance_id": unit.instance_id, "model": unit.model, "agent": unit.agent,
+           "level": unit.level, "seed": unit.seed, "config_hash": unit.config_hash, "resolved": False}
+    row.update(extra)
+    return row
+
+
+def test_plan_is_instances_times_levels_times_seeds_in_stable_order():
+    units = _units()
+    assert len(units) == 12
+    assert [(u.instance_id, u.level, u.seed) for u in units[:4]] == [
+        ("a__x-1", "L0", 0), ("a__x-1", "L0", 1), ("a__x-1", "L0", 2), ("a__x-1", "L3", 0)]
+    assert len({u.key for u in units}) == 12
+
+
+def test_keys_are_stable_across_builds_and_change_with_settings_that_matter():
+    assert [u.key for u in _units()] == [u.key for u in _units()]
+    assert {u.key for u in _units(config_hash="c1")}.isdisjoint(u.key for u in _units())
+    assert {u.key for u in _units(model="openai/gpt-4o-mini")}.isdisjoint(u.key for u in _units())
+
+
+def test_scripted_agents_ignore_the_model():
+    oracle_a = _units(agent="oracle", model="gemma3-270m")
+    oracle_b = _units(agent="oracle", model="openai/gpt-4o-mini")
+    assert [u.key for u in oracle_a] == [u.key for u in oracle_b]
+    assert {u.model for u in oracle_a} == {"-"}
+
+
+def test_config_hash_covers_agent_settings_and_view_options():
+    base = unit_config_hash("miniswe", {"step_limit": 8}, {"l3_files": "patch"})
+    assert base == unit_config_hash("miniswe", {"step_limit": 8}, {"l3_files": "patch"})
+    assert base != unit_config_hash("miniswe", {"step_limit": 9}, {"l3_files": "patch"})
+    assert base != unit_config_hash("miniswe", {"step_limit": 8}, {"l3_files": "all"})
+
+
+def test_expand_levels_resolves_implemented_and_rejects_unknown_names():
+    assert expand_levels("implemented", ["L0", "L3"]) == ["L0", "L3"]
+    assert expand_levels(["L3", "L0+L3"], ["L0", "L3"]) == ["L3", "L0+L3"]
+    with pytest.raises(ValueError, match=r"unknown level 'L9' in 'L0\+L9'.*L0, L3"):
+        expand_levels(["L0+L9"], ["L0", "L3"])
+
+
+def test_rows_are_durable_and_a_rewrite_never_duplicates(tmp_path):
+    store = ResultStore(tmp_path)
+    units = _units()
+    store.write_row(_row(units[0], resolved=True, steps=3))
+    store.write_row(_row(units[0], resolved=True, steps=3))  # the same unit again
+    store.write_row(_row(units[1], error="docker died", error_kind="infrastructure"))
+    store.write_row(_row(units[2], error="patch does not apply", error_kind="input"))
+    keys = [u.key for u in units]
+    assert store.finished_keys(keys, retry_errors=True) == {units[0].key, units[2].key}
+    assert store.finished_keys(keys, retry_errors=False) == {units[0].key, units[1].key, units[2].key}
+    table = store.compile(keys)
+    assert table.num_rows == 3
+    assert pq.read_table(tmp_path / "runs.parquet").column("key").to_pylist() == keys[:3]
+    preds = [json.loads(line) for line in (tmp_path / "preds.jsonl").read_text().splitlines()]
+    assert [p["instance_id"] for p in preds] == ["a__x-1"] * 3
+    assert set(preds[0]) == {"instance_id", "model_name_or_path", "model_patch", "level", "seed", "unit"}
+    assert not list((tmp_path / "rows").glob("*.tmp*"))
+
+
+def test_a_damaged_row_file_counts_as_not_finished(tmp_path):
+    store = ResultStore(tmp_path)
+    unit = _units()[0]
+    store.row_path(unit.key).write_bytes(b"not parquet")
+    assert store.finished_keys([unit.key], retry_errors=True) == set()
+
+
+def test_summary_groups_by_model_agent_level_with_exact_means(tmp_path):
+    store = ResultStore(tmp_path)
+    units = _units()
+    store.write_row(_row(units[0], resolved=True, steps=2, input_tokens=100, output_tokens=10, cost=0.0))
+    store.write_row(_row(units[1], resolved=False, steps=4, input_tokens=300, output_tokens=30, cost=0.0))
+    store.write_row(_row(units[3], resolved=False, steps=6, input_tokens=50, output_tokens=5, cost=0.0,
+                         error="x", error_kind="infrastructure"))
+    rows = summarise(store.compile([u.key for u in units]))
+    assert rows == [
+        {"model": "gemma3-270m", "agent": "miniswe", "level": "L0", "units": 2, "resolved": 1,
+         "resolved_rate": 0.5, "mean_steps": 3.0, "mean_input_tokens": 200.0, "mean_output_tokens": 20.0,
+         "cost": 0.0, "errors": 0},
+        {"model": "gemma3-270m", "agent": "miniswe", "level": "L3", "units": 1, "resolved": 0,
+         "resolved_rate": 0.0, "mean_steps": 6.0, "mean_input_tokens": 50.0, "mean_output_tokens": 5.0,
+         "cost": 0.0, "errors": 1},
+    ]
+    md = to_markdown(rows, title="t", planned=12)
+    assert "3 of 12 units finished." in md
+    assert "| gemma3-270m | miniswe | L0 | 2 | 1 | 50.0% | 3.0 | 200 | 20 | 0.0000 | 0 |" in md
+
+
+def test_redact_masks_credential_fields_and_secret_values():
+    secret = "sk-live-0123456789abcdef"
+    data = {"model": {"api_key": secret, "max_tokens": 10},
+            "messages": [{"content": f"key is {secret}"}], "input_tokens": 5}
+    out = redact(data, secrets=[secret])
+    assert out == {"model": {"api_key": "<redacted>", "max_tokens": 10},
+                   "messages": [{"content": "key is <redacted>"}], "input_tokens": 5}
