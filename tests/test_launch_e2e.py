@@ -1,0 +1,139 @@
+"""The main job end to end: real Hydra, real Ray, real Docker, real repositories and tests.
+
+Each test runs `python -m raydist.launch` in a subprocess, as a user would, and reads the
+tables it writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import docker
+import pyarrow.parquet as pq
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "data"
+
+pytestmark = [pytest.mark.docker, pytest.mark.ray]
+
+
+def launch(out: Path, *overrides: str, timeout: float = 1500) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "raydist.launch", f"output_root={out}", *overrides]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+def runs(out: Path, benchmark: str, agent: str, model: str = "gemma3-270m") -> list[dict]:
+    return pq.read_table(out / benchmark / agent / model / "runs.parquet").to_pylist()
+
+
+def raydist_containers() -> list:
+    return docker.from_env().containers.list(all=True, filters={"label": "raydist.owner"})
+
+
+def test_oracle_resolves_every_builtin_unit_and_null_resolves_none(tmp_path):
+    res = launch(tmp_path, "agent=oracle", "+sweep=full_levels")
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = runs(tmp_path, "builtin", "oracle")
+    n_instances = len({r["instance_id"] for r in rows})
+    assert n_instances >= 6
+    assert len(rows) == n_instances * 2 * 3  # L0, L3 x seeds 0, 1, 2
+    assert [r for r in rows if not r["resolved"]] == []
+    assert {r["level"] for r in rows} == {"L0", "L3"}
+    assert all(r["fail_to_pass_passed"] == r["fail_to_pass_total"] for r in rows)
+    assert "| oracle | L0 |" in res.stdout and "100.0%" in res.stdout
+
+    res = launch(tmp_path, "agent=null", "+sweep=full_levels")
+    assert res.returncode == 0, res.stderr[-3000:]
+    null_rows = runs(tmp_path, "builtin", "null")
+    assert len(null_rows) == len(rows)
+    assert [r["instance_id"] for r in null_rows if r["resolved"]] == []
+    assert all(r["model_patch"] == "" and r["error"] is None for r in null_rows)
+    assert raydist_containers() == []
+
+
+def test_rerunning_the_same_command_resumes_without_repeating_a_unit(tmp_path):
+    args = ("agent=null", "benchmark.limit=2", "levels=[L0]")
+    assert launch(tmp_path, *args).returncode == 0
+    first = {r["key"]: r["finished_at"] for r in runs(tmp_path, "builtin", "null")}
+    res = launch(tmp_path, *args)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "2 units planned, 2 finished before, 0 to run" in res.stdout
+    assert {r["key"]: r["finished_at"] for r in runs(tmp_path, "builtin", "null")} == first
+
+
+def test_sigkill_of_the_driver_then_rerun_leaves_one_row_per_unit_and_no_container(tmp_path):
+    args = ["agent=oracle", "levels=[L0,L3]", "seeds=[0,1]", "cluster.max_concurrency=2"]
+    cmd = [sys.executable, "-m", "raydist.launch", f"output_root={tmp_path}", *args]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    rows_dir = tmp_path / "builtin" / "oracle" / "gemma3-270m" / "rows"
+    deadline = time.time() + 900
+    while time.time() < deadline and len(list(rows_dir.glob("*.parquet"))) < 2:
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGKILL)  # the driver only: Ray and Docker must clean up after it
+    proc.wait()
+    killed_at = len(list(rows_dir.glob("*.parquet")))
+    assert killed_at >= 2
+    res = launch(tmp_path, *args)
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = runs(tmp_path, "builtin", "oracle")
+    keys = [r["key"] for r in rows]
+    assert len(keys) == len(set(keys)) == len({r["instance_id"] for r in rows}) * 4
+    assert all(r["resolved"] for r in rows)
+    assert raydist_containers() == []
+
+
+def test_unknown_model_name_is_a_clear_error_before_any_unit_runs(tmp_path):
+    res = launch(tmp_path, "model=nosuchprovider/nosuchmodel")
+    assert res.returncode == 2
+    assert "nosuchprovider/nosuchmodel" in res.stderr
+    assert not (tmp_path / "builtin").exists() or not list(tmp_path.rglob("rows/*.parquet"))
+
+
+def test_malformed_instance_line_names_file_and_line(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    good = json.loads((ROOT / "raydist" / "tasks" / "builtin" / "instances.jsonl").read_text().splitlines()[0])
+    bad.write_text(json.dumps(good) + "\n" + '{"instance_id": "x", "FAIL_TO_PASS": 3}\n')
+    res = launch(tmp_path, "benchmark=file", f"benchmark.source={bad}", "agent=null")
+    assert res.returncode == 2
+    assert "bad.jsonl:2" in res.stderr
+
+
+def test_unreachable_docker_daemon_is_named(tmp_path):
+    res = launch(tmp_path, "agent=null", "sandbox.docker_host=unix:///tmp/raydist-no-such-daemon.sock")
+    assert res.returncode == 2
+    assert "unix:///tmp/raydist-no-such-daemon.sock" in res.stderr
+    assert "launch/setup.sh" in res.stderr
+
+
+@pytest.mark.shared_data
+@pytest.mark.skipif(not SHARED.exists(), reason="../shared/data is absent: the realfix tasks live there")
+def test_realfix_tasks_run_through_the_same_path(tmp_path):
+    res = launch(tmp_path, "benchmark=realfix", "agent=oracle", f"data_root={SHARED}", "+sweep=full_levels")
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = runs(tmp_path, "realfix", "oracle")
+    assert len(rows) == 6 * 2 * 3
+    assert [r["instance_id"] for r in rows if not r["resolved"]] == []
+    res = launch(tmp_path, "benchmark=realfix", "agent=null", f"data_root={SHARED}", "+sweep=full_levels")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert [r for r in runs(tmp_path, "realfix", "null") if r["resolved"]] == []
+
+
+@pytest.mark.shared_data
+@pytest.mark.skipif(not SHARED.exists(), reason="../shared/data is absent: the offline SWE-bench instances live there")
+def test_offline_swebench_instances_run_through_the_same_path(tmp_path):
+    res = launch(tmp_path, "benchmark=swebench_offline", "agent=oracle", f"data_root={SHARED}", "+sweep=full_levels")
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = runs(tmp_path, "swebench_offline", "oracle")
+    assert len(rows) == 3 * 2 * 3
+    assert [r["instance_id"] for r in rows if not r["resolved"]] == []
+    res = launch(tmp_path, "benchmark=swebench_offline", "agent=null", f"data_root={SHARED}", "+sweep=full_levels")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert [r for r in runs(tmp_path, "swebench_offline", "null") if r["resolved"]] == []
