@@ -1,0 +1,54 @@
+"""The model a launch talks to, for the duration of the launch.
+
+A local model (an entry of ``local_models``) is served by a ``ModelServer`` Ray actor that
+raydist starts here and stops when the block exits, also on error or interrupt; a hosted
+model needs no server. Scripted agents use no model at all.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+
+@contextmanager
+def serve_model(model: str, model_cfg: dict | None, settings) -> Iterator:
+    """Yield the ``ModelEndpoint`` units use (None for scripted agents).
+
+    ``model_cfg`` is the ``local_models`` entry (command, model_path, grammar_server,
+    num_cpus, num_gpus, startup_timeout_s) or None for a hosted litellm model. Raises
+    ``ModelServerError`` with the server's log tail when a local server does not start."""
+    from raydist.models.endpoint import ModelEndpoint
+
+    if settings.agent_kind != "llm":
+        yield None
+        return
+    if model_cfg is None:
+        yield ModelEndpoint(litellm_model=model)
+        return
+    import ray
+
+    from raydist.models.pricing import register_local_model
+    from raydist.models.server import ModelServer
+
+    model_path = model_cfg.get("model_path")
+    server = ModelServer.options(
+        num_cpus=model_cfg.get("num_cpus", 1), num_gpus=model_cfg.get("num_gpus", 0)
+    ).remote(
+        list(model_cfg["command"]),
+        model_path=None if model_path in (None, "embedded") else model_path,
+        startup_timeout=float(model_cfg.get("startup_timeout_s", 180)),
+    )
+    try:
+        api_base = ray.get(server.start.remote())
+        register_local_model(model_cfg["litellm_model"])
+        yield ModelEndpoint(
+            litellm_model=model_cfg["litellm_model"], api_base=api_base, local=True,
+            grammar_server=model_cfg.get("grammar_server", "llama_cpp"),
+        )
+    finally:
+        try:
+            ray.get(server.stop.remote(), timeout=30)
+        except Exception:  # noqa: BLE001 - the actor is killed below either way
+            pass
+        ray.kill(server)
