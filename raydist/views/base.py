@@ -1,0 +1,228 @@
+"""Repository views: the data a run sees instead of the canonical repository.
+
+A view (SchrodingerRepo §III-A) is an evaluation-time presentation of one task that is
+semantically equivalent to the canonical repository: its problem statement, the files
+whose content differs from the original, and a translator between the agent's
+coordinates and the original ones. Levels are pure functions that refine a view; they
+are registered by name here and composed with ``+`` (``L1+L3``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path, PurePosixPath
+from types import MappingProxyType
+from typing import Any, Protocol, runtime_checkable
+
+#: ``(path, text) -> text``: how one level presents a file whose original is ``text``.
+FileRenderer = Callable[[str, str], str]
+
+
+@runtime_checkable
+class Translator(Protocol):
+    """Maps between the agent's (view) coordinates and the original repository's.
+
+    ``to_original`` rewrites a shell command written against the view so that it runs
+    on the original repository; ``to_view`` rewrites command output back into the
+    view (SchrodingerRepo §III-C, §III-F).
+    """
+
+    def to_original(self, command: str) -> str: ...
+
+    def to_view(self, text: str) -> str: ...
+
+
+class IdentityTranslator:
+    """The translator of levels that keep every name and path (L0, L1, L3, L4)."""
+
+    def to_original(self, command: str) -> str:
+        """Return ``command`` unchanged."""
+        return command
+
+    def to_view(self, text: str) -> str:
+        """Return ``text`` unchanged."""
+        return text
+
+    def __repr__(self) -> str:
+        return "IDENTITY"
+
+
+IDENTITY: Translator = IdentityTranslator()
+
+
+class RepoFiles:
+    """A read-only view of a repository tree on disk.
+
+    Paths are relative POSIX paths (``pkg/mod.py``); text is decoded as UTF-8 with line
+    endings kept exactly, so a file read and written back is byte-identical.
+    """
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root)
+        if not self.root.is_dir():
+            raise ValueError(f"RepoFiles: {self.root} is not a directory; pass the repository checkout root")
+
+    def _resolve(self, path: str) -> Path:
+        rel = PurePosixPath(path)
+        if rel.is_absolute() or ".." in rel.parts or not rel.parts:
+            raise ValueError(f"RepoFiles: path {path!r} must be relative to the repository root, without '..'")
+        return self.root.joinpath(*rel.parts)
+
+    def read(self, path: str) -> str | None:
+        """Text of ``path`` (relative POSIX), or None when no such file exists.
+
+        Raises ValueError when the path escapes the root or the file is not UTF-8.
+        """
+        full = self._resolve(path)
+        if not full.is_file():
+            return None
+        try:
+            return full.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise ValueError(f"RepoFiles: {path} is not UTF-8 text ({err.reason} at byte {err.start})") from err
+
+    def python_files(self) -> list[str]:
+        """Every ``*.py`` file under the root as sorted relative POSIX paths.
+
+        Hidden directories (``.git``, ``.venv``...) and ``__pycache__`` are not searched.
+        """
+        found: list[str] = []
+        for dirpath, dirnames, filenames in os.walk(self.root):
+            dirnames[:] = [d for d in dirnames if not d.startswith(".") and d != "__pycache__"]
+            rel_dir = Path(dirpath).relative_to(self.root)
+            found.extend((rel_dir / name).as_posix() for name in filenames if name.endswith(".py"))
+        return sorted(found)
+
+
+@dataclass(frozen=True)
+class ViewOptions:
+    """Knobs of the view levels; the defaults are the paper's settings."""
+
+    l3_files: str = "patched"
+    """Files L3 reorders: ``patched`` (the .py files the gold patch touches) or ``all``."""
+
+    def __post_init__(self) -> None:
+        if self.l3_files not in ("patched", "all"):
+            raise ValueError(f"ViewOptions.l3_files={self.l3_files!r}; use 'patched' or 'all'")
+
+
+@dataclass(frozen=True)
+class View:
+    """One task as the agent sees it.
+
+    ``files`` maps relative paths to view content, holding only files whose view content
+    differs from the original; ``meta`` records per-level facts (e.g. ``l3_skipped``);
+    ``renderers`` are the per-file presentations of the applied levels, in order.
+    """
+
+    instance_id: str
+    level: str
+    seed: int
+    problem_statement: str
+    files: Mapping[str, str]
+    translator: Translator = IDENTITY
+    meta: dict[str, Any] = field(default_factory=dict)
+    renderers: tuple[FileRenderer, ...] = field(default=(), repr=False, compare=False)
+
+    def render_file(self, path: str, original_text: str) -> str:
+        """The content the agent would see at ``path`` if its original were ``original_text``.
+
+        Used by scripted agents that edit in original coordinates (e.g. the oracle applies
+        the gold patch to the original file) and must write what the view would show.
+        """
+        text = original_text
+        for render in self.renderers:
+            text = render(path, text)
+        return text
+
+    def with_file_renderer(self, render: FileRenderer) -> View:
+        """A copy with ``render`` appended to the per-file presentations."""
+        return replace(self, renderers=(*self.renderers, render))
+
+
+class _Instance(Protocol):
+    instance_id: str
+    problem_statement: str
+    patch: str
+    test_patch: str
+
+
+#: ``(view, instance, repo, seed, options) -> view``
+LevelFn = Callable[[View, _Instance, RepoFiles, int, ViewOptions], View]
+
+_LEVELS: dict[str, LevelFn] = {}
+
+
+def register_level(name: str) -> Callable[[LevelFn], LevelFn]:
+    """Decorator registering a level function under ``name`` (e.g. ``"L3"``).
+
+    Raises ValueError when ``name`` contains ``+`` or is already registered.
+    """
+    if not name or "+" in name:
+        raise ValueError(f"level name {name!r} must be non-empty and must not contain '+'")
+
+    def register(fn: LevelFn) -> LevelFn:
+        if name in _LEVELS and _LEVELS[name] is not fn:
+            raise ValueError(f"level {name!r} is already registered by {_LEVELS[name].__module__}")
+        _LEVELS[name] = fn
+        return fn
+
+    return register
+
+
+def known_levels() -> list[str]:
+    """Registered level names, sorted."""
+    return sorted(_LEVELS)
+
+
+def parse_level(level: str) -> list[str]:
+    """Split a ``+``-joined level spec into registered level names, in application order.
+
+    Raises ValueError naming an unknown or repeated level and listing the known ones.
+    """
+    if not isinstance(level, str) or not level.strip():
+        raise ValueError(f"level {level!r} is empty; use one of {known_levels()} or a '+' join like 'L1+L3'")
+    names = [part.strip() for part in level.split("+")]
+    for name in names:
+        if name not in _LEVELS:
+            raise ValueError(f"unknown level {name!r} in {level!r}; known levels: {', '.join(known_levels())}")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"level {level!r} repeats {', '.join(repeated)}; name each level once")
+    return names
+
+
+def _check_instance(instance: Any) -> None:
+    missing = [a for a in ("instance_id", "problem_statement", "patch", "test_patch") if not hasattr(instance, a)]
+    if missing:
+        raise TypeError(f"build_view: instance {instance!r} lacks {', '.join(missing)}; pass a raydist.tasks.Instance")
+
+
+def build_view(
+    instance: _Instance, repo: RepoFiles, level: str, seed: int, options: ViewOptions | None = None
+) -> View:
+    """Build the view of ``instance`` at ``level`` (``L0``, ``L3``, ``L1+L3``...) for ``seed``.
+
+    Levels are applied left to right, each refining the previous view. The result's
+    ``files`` keeps only paths whose view content differs from ``repo``. Same inputs give
+    an equal view (SchrodingerRepo §III-A: the mapping is seeded). Raises ValueError on an
+    unknown level, TypeError on a non-integer seed or an instance without the task fields.
+    """
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise TypeError(f"build_view: seed must be an int, got {seed!r}")
+    _check_instance(instance)
+    names = parse_level(level)
+    opts = options or ViewOptions()
+    view = View(
+        instance_id=instance.instance_id,
+        level="+".join(names),
+        seed=seed,
+        problem_statement=instance.problem_statement,
+        files={},
+    )
+    for name in names:
+        view = _LEVELS[name](view, instance, repo, seed, opts)
+    changed = {p: t for p, t in sorted(view.files.items()) if repo.read(p) != t}
+    return replace(view, files=MappingProxyType(changed))
