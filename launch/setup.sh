@@ -120,8 +120,11 @@ ensure_docker() {
   fi
   local waited=0
   until docker info >/dev/null 2>&1; do
-    if [ "$waited" -ge "$DOCKERD_WAIT_SECONDS" ] || ! pgrep -x dockerd >/dev/null; then
-      echo "setup.sh: error: the Docker daemon did not answer within ${waited}s; last lines of $DOCKERD_LOG:" >&2
+    local why=""
+    pgrep -x dockerd >/dev/null || why="dockerd exited after ${waited}s"
+    [ "$waited" -lt "$DOCKERD_WAIT_SECONDS" ] || why="the Docker daemon did not answer within ${waited}s"
+    if [ -n "$why" ]; then
+      echo "setup.sh: error: $why; last lines of $DOCKERD_LOG:" >&2
       tail -n 20 "$DOCKERD_LOG" >&2 || true
       die "fix the cause above (or start dockerd yourself), then re-run setup.sh"
     fi
