@@ -1,0 +1,119 @@
+"""mini-swe-agent's Environment protocol on a raydist Sandbox, seen through a repository view.
+
+The agent writes commands in view coordinates; each runs in original coordinates
+(`translator.to_original`) and its output is shown back in view coordinates
+(`translator.to_view`), SchrodingerRepo §III-C/§III-F.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from minisweagent.exceptions import Submitted
+from pydantic import BaseModel
+
+SUBMIT_MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+DEFAULT_ENV = {"PAGER": "cat", "MANPAGER": "cat", "LESS": "-R", "PIP_PROGRESS_BAR": "off", "TQDM_DISABLE": "1"}
+
+
+class ViewEnvironmentConfig(BaseModel):
+    """Settings of a ViewEnvironment (serialized into the trajectory)."""
+
+    cwd: str = "/testbed"
+    """Directory in which commands run."""
+    timeout: float = 60.0
+    """Seconds before a command is killed."""
+    env: dict[str, str] = dict(DEFAULT_ENV)
+    """Environment variables of every command."""
+    output_limit_chars: int = 4000
+    """Observations longer than this keep their head and tail only."""
+
+
+def truncate_middle(text: str, limit: int) -> str:
+    """`text` if it has at most `limit` characters, else its first and last `limit // 2`
+    characters around a line saying how many were elided. `limit` 0 means no limit."""
+    if limit <= 0 or len(text) <= limit:
+        return text
+    head, tail = limit // 2, limit - limit // 2
+    return f"{text[:head]}\n[... {len(text) - head - tail} characters elided ...]\n{text[len(text) - tail:]}"
+
+
+class ViewEnvironment:
+    """Runs the agent's bash commands in `sandbox`, translated through `view.translator`.
+
+    Args:
+        sandbox: a `raydist.sandbox.Sandbox` (anything with its `exec`).
+        view: a `raydist.views.View`; its `translator` maps commands and outputs.
+        timeout: seconds per command.
+        env: environment variables added to `DEFAULT_ENV`.
+        cwd: directory of every command.
+        output_limit_chars: characters kept of each output (head and tail).
+
+    Each executed command is recorded in `steps` as
+    `{"step", "command", "executed", "returncode", "seconds", "timed_out"}`.
+    """
+
+    def __init__(self, sandbox, view, timeout: float = 60.0, env: Mapping[str, str] | None = None, *,
+                 cwd: str = "/testbed", output_limit_chars: int = 4000):
+        self.sandbox = sandbox
+        self.view = view
+        self.config = ViewEnvironmentConfig(cwd=cwd, timeout=timeout, env=DEFAULT_ENV | dict(env or {}),
+                                            output_limit_chars=output_limit_chars)
+        self.steps: list[dict[str, Any]] = []
+
+    def execute(self, action: dict, cwd: str = "", *, timeout: float | None = None) -> dict[str, Any]:
+        """Run `action["command"]` (view coordinates) and return mini-swe-agent's output dict
+        `{"output", "returncode", "exception_info", "extra"}` with the output in view
+        coordinates, truncated to `output_limit_chars`.
+
+        Raises:
+            Submitted: the output's first line is COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT and the
+                command succeeded; the rest of the output is the submission.
+            ValueError: `action` has no string `command`.
+        """
+        command = action.get("command") if isinstance(action, dict) else None
+        if not isinstance(command, str):
+            raise ValueError(f"action must be a dict with a string 'command', got {action!r}")
+        executed = self.view.translator.to_original(command)
+        limit = timeout or self.config.timeout
+        result = self.sandbox.exec(executed, timeout=limit, cwd=cwd or self.config.cwd, env=self.config.env)
+        record = {
+            "step": len(self.steps) + 1, "command": command, "executed": executed,
+            "returncode": result.returncode, "seconds": round(result.seconds, 3), "timed_out": result.timed_out,
+        }
+        self.steps.append(record)
+        seen = self.view.translator.to_view(result.output)
+        _check_submitted(seen, result.returncode)
+        return {
+            "output": truncate_middle(seen, self.config.output_limit_chars),
+            "returncode": result.returncode,
+            "exception_info": f"the command was killed after {limit:g} s" if result.timed_out else "",
+            "extra": record,
+        }
+
+    def get_template_vars(self, **kwargs) -> dict[str, Any]:
+        """The config fields plus the view's level and seed, for the prompt templates."""
+        return self.config.model_dump() | {"level": self.view.level, "seed": self.view.seed} | kwargs
+
+    def serialize(self) -> dict:
+        """Config, view identity and per-step command records, for the trajectory."""
+        return {
+            "info": {
+                "config": {
+                    "environment": self.config.model_dump(mode="json"),
+                    "environment_type": f"{self.__class__.__module__}.{self.__class__.__name__}",
+                },
+                "view": {"instance": self.view.instance_id, "level": self.view.level, "seed": self.view.seed},
+                "commands": list(self.steps),
+            }
+        }
+
+
+def _check_submitted(output: str, returncode: int) -> None:
+    # Same rule as mini-swe-agent's DockerEnvironment, so every agent submits the same way.
+    lines = output.lstrip().splitlines(keepends=True)
+    if lines and lines[0].strip() == SUBMIT_MARKER and returncode == 0:
+        submission = "".join(lines[1:])
+        raise Submitted(
+            {"role": "exit", "content": submission, "extra": {"exit_status": "Submitted", "submission": submission}}
+        )

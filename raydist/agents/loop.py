@@ -1,0 +1,82 @@
+"""One LLM agent run: mini-swe-agent's DefaultAgent, the endpoint's model, the view's sandbox."""
+
+from __future__ import annotations
+
+from raydist.agents.environment import ViewEnvironment
+from raydist.agents.model import EndpointModel
+from raydist.agents.outcome import AgentOutcome, RedactingAgent
+from raydist.agents.settings import AgentSettings, Prompts, load_prompts
+from raydist.models.endpoint import ModelEndpoint
+from raydist.models.grammar import ACTION_REGEX, action_grammar, grammar_extra_body
+from raydist.models.pricing import price_per_token, register_local_model
+
+
+def build_model(endpoint: ModelEndpoint, settings: AgentSettings, prompts: Prompts) -> EndpointModel:
+    """The text-based model for `endpoint` with `prompts`, the decoding settings and (for local
+    servers, when `settings.grammar`) the action grammar."""
+    kwargs = endpoint.request_kwargs() | {
+        "temperature": settings.temperature,
+        "max_tokens": settings.max_tokens,
+        "timeout": settings.request_timeout_s,
+        "max_retries": 0,  # retries are EndpointModel's, bounded by settings.model_retries
+        "drop_params": True,
+    }
+    if settings.grammar and endpoint.local:
+        body = dict(kwargs.get("extra_body", {}))
+        body |= grammar_extra_body(endpoint.grammar_server, action_grammar())
+        kwargs["extra_body"] = body
+    return EndpointModel(
+        endpoint,
+        retries=settings.model_retries,
+        model_kwargs=kwargs,
+        action_regex=ACTION_REGEX,
+        observation_template=prompts.observation,
+        format_error_template=prompts.format_error,
+        cost_tracking="ignore_errors" if endpoint.local else "default",
+    )
+
+
+def run_agent(*, view, sandbox, endpoint: ModelEndpoint, settings: AgentSettings, trajectory_path) -> AgentOutcome:
+    """Let the model solve `view.problem_statement` in `sandbox`, through `view.translator`.
+
+    Args:
+        view: a `raydist.views.View` whose files are already in the sandbox.
+        sandbox: a running `raydist.sandbox.Sandbox`.
+        endpoint: where the model is reached.
+        settings: limits, decoding settings and prompt folder.
+        trajectory_path: where the trajectory JSON (mini-swe-agent format) is saved after each
+            step; None keeps it in memory only.
+
+    Returns:
+        AgentOutcome; a model that cannot be reached or any other failure inside the loop ends
+        the run with `exit_status` naming the exception and `error` its message (never raised).
+
+    Raises:
+        FileNotFoundError: a prompt template is missing.
+        UnknownPrice: a hosted model has no known price, so the cost limit could not hold.
+    """
+    if endpoint.local:
+        register_local_model(endpoint.litellm_model)
+    elif settings.cost_limit > 0:
+        price_per_token(endpoint.litellm_model)
+    prompts = load_prompts(settings.prompts_dir)
+    model = build_model(endpoint, settings, prompts)
+    env = ViewEnvironment(sandbox, view, timeout=settings.command_timeout_s, cwd=settings.cwd,
+                          output_limit_chars=settings.output_limit_chars)
+    agent = RedactingAgent(
+        model, env, output_path=trajectory_path,
+        system_template=prompts.system, instance_template=prompts.instance,
+        step_limit=settings.step_limit, cost_limit=settings.cost_limit,
+        wall_time_limit_seconds=int(settings.wall_time_limit_s),
+    )
+    error = None
+    try:
+        result = agent.run(task=view.problem_statement)
+        exit_status = result.get("exit_status", "")
+    except Exception as exc:  # noqa: BLE001 - the run's end is data; DefaultAgent logged the exit message
+        exit_status, error = type(exc).__name__, str(exc)
+    trajectory = agent.save(agent.config.output_path)
+    return AgentOutcome(
+        exit_status=exit_status, steps=agent.n_calls, input_tokens=model.input_tokens,
+        output_tokens=model.output_tokens, cost=agent.cost, trajectory=trajectory, error=error,
+    )

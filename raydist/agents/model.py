@@ -1,0 +1,89 @@
+"""mini-swe-agent's text-based litellm model, reaching a `ModelEndpoint`.
+
+Differences from `LitellmTextbasedModel`, each for one reason:
+- transient failures (server down, overloaded, timed out) are retried a few times with short
+  backoff and then end the run as `ModelUnreachable`, instead of mini-swe-agent's ten
+  attempts with up to a minute between them;
+- the local placeholder API key is added per call, so it never enters the serialized config;
+- prompt and completion tokens are summed from `response.usage`;
+- cost comes from `raydist.models.pricing` (0 for local models, litellm's map otherwise).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import litellm
+from minisweagent.models.litellm_textbased_model import LitellmTextbasedModel
+from tenacity import RetryError, Retrying, before_sleep_log, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from raydist.models.endpoint import ModelEndpoint
+from raydist.models.pricing import completion_cost
+
+logger = logging.getLogger("raydist.agents.model")
+
+TRANSIENT_ERRORS = (
+    litellm.exceptions.APIConnectionError,
+    litellm.exceptions.Timeout,
+    litellm.exceptions.ServiceUnavailableError,
+    litellm.exceptions.RateLimitError,
+    litellm.exceptions.InternalServerError,
+)
+
+
+class ModelUnreachable(RuntimeError):
+    """The model did not answer after the allowed attempts."""
+
+
+class EndpointModel(LitellmTextbasedModel):
+    """`LitellmTextbasedModel` on `endpoint`; keyword arguments are its config fields.
+
+    Attributes:
+        input_tokens: prompt tokens summed over all responses (format errors included).
+        output_tokens: completion tokens summed likewise.
+    """
+
+    # Every failure that survives our own bounded retry in _query ends the run at once.
+    abort_exceptions = [Exception]
+
+    def __init__(self, endpoint: ModelEndpoint, *, retries: int = 3, **kwargs):
+        self.endpoint = endpoint
+        self.retries = retries
+        self.input_tokens = 0
+        self.output_tokens = 0
+        super().__init__(model_name=endpoint.litellm_model, **kwargs)
+
+    def _query(self, messages: list[dict[str, str]], **kwargs):
+        attempts = Retrying(
+            stop=stop_after_attempt(self.retries),
+            wait=wait_exponential(multiplier=0.5, min=0.5, max=4),
+            retry=retry_if_exception_type(TRANSIENT_ERRORS),
+            before_sleep=before_sleep_log(logger, logging.WARNING),
+        )
+        try:
+            for attempt in attempts:
+                with attempt:
+                    return super()._query(messages, **(self.endpoint.secret_kwargs() | kwargs))
+        except RetryError as exc:
+            cause = exc.last_attempt.exception()
+            where = self.endpoint.api_base or "its provider"
+            raise ModelUnreachable(
+                f"model {self.endpoint.litellm_model!r} at {where} did not answer after {self.retries} "
+                f"attempt(s): {type(cause).__name__}: {cause}"
+            ) from cause
+
+    def _calculate_cost(self, response) -> dict[str, float]:
+        usage = getattr(response, "usage", None)
+        self.input_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)
+        self.output_tokens += int(getattr(usage, "completion_tokens", 0) or 0)
+        return {"cost": completion_cost(response, self.endpoint.litellm_model, local=self.endpoint.local)}
+
+    def serialize(self) -> dict:
+        """mini-swe-agent's model record plus token totals and the endpoint (no key)."""
+        data = super().serialize()
+        data["info"]["model_stats"] = {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+        data["info"]["config"]["endpoint"] = {
+            "litellm_model": self.endpoint.litellm_model, "api_base": self.endpoint.api_base,
+            "local": self.endpoint.local,
+        }
+        return data
