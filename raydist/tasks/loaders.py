@@ -1,6 +1,6 @@
 """Load instance sets from JSONL, JSON, Parquet, the built-in set or a Hugging Face dataset.
 
-A source string is what the config key ``benchmark.path`` holds: ``builtin``, a path
+A source string is what the config key ``benchmark.source`` holds: ``builtin``, a path
 ending in ``.jsonl``/``.json``/``.parquet``, or ``hf://<dataset>[@split]``.
 """
 
@@ -35,7 +35,7 @@ def load_instances(
 
     Raises :class:`MalformedInstance` naming ``file:line`` (JSONL) or ``file:record``
     (JSON list / Parquet row, 1-based) for a bad record or a duplicate ``instance_id``;
-    ``FileNotFoundError`` naming the path and ``benchmark.path`` when the file is absent;
+    ``FileNotFoundError`` naming the path and ``benchmark.source`` when the file is absent;
     ``ValueError`` for an unknown suffix, unknown ``ids`` (all named) or a negative
     ``limit``; ``RuntimeError`` naming the dataset when ``hf://`` cannot be loaded.
     """
@@ -57,11 +57,11 @@ def _read(source: str, hf_split: str) -> list[Instance]:
     reader = readers.get(path.suffix)
     if reader is None:
         raise ValueError(
-            f"benchmark.path {source!r}: unknown instance source; use 'builtin', a .jsonl/.json/.parquet "
+            f"benchmark.source {source!r}: unknown instance source; use 'builtin', a .jsonl/.json/.parquet "
             "file or 'hf://<dataset>[@split]'"
         )
     if not path.is_file():
-        raise FileNotFoundError(f"instance file {str(path)!r} does not exist; check the config key benchmark.path")
+        raise FileNotFoundError(f"instance file {str(path)!r} does not exist; check the config key benchmark.source")
     return reader(path)
 
 
@@ -132,7 +132,7 @@ def _from_hf(spec: str, default_split: str) -> list[Instance]:
     except Exception as error:  # datasets raises many unrelated types for "offline" / "no such dataset"
         raise RuntimeError(
             f"cannot load Hugging Face dataset {name!r} split {split!r} ({type(error).__name__}: {error}); "
-            "it needs network access to the hub, or download it and point benchmark.path at a .jsonl/.parquet file"
+            "it needs network access to the hub, or download it and point benchmark.source at a .jsonl/.parquet file"
         ) from error
     return _build(((f"hf://{name}@{split}:{n}", dict(r)) for n, r in enumerate(rows, start=1)), "fix the dataset")
 
