@@ -1,0 +1,151 @@
+"""The sandbox on the real Docker daemon: exec, limits, isolation, files, clean-up."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from raydist.sandbox import (Limits, Sandbox, SandboxUnavailable, base_image_tag, connect,
+                             owner_label, sweep_orphans)
+
+pytestmark = pytest.mark.docker
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def client():
+    try:
+        client = connect()
+    except SandboxUnavailable as exc:
+        pytest.skip(str(exc))
+    tag = base_image_tag()
+    if not client.images.list(name=tag):
+        pytest.skip(f"base image {tag} is absent; build it with `bash launch/setup.sh`")
+    return client
+
+
+@pytest.fixture
+def box(client):
+    with Sandbox.create(client, base_image_tag(), limits=Limits(memory="1g", pids=256),
+                        name="test") as sandbox:
+        yield sandbox
+
+
+def test_exec_returns_output_and_returncode(box):
+    result = box.exec("echo out; echo err >&2; exit 3", timeout=30)
+    assert (result.output, result.returncode, result.timed_out) == ("out\nerr\n", 3, False)
+
+
+def test_exec_runs_in_cwd_with_env(box):
+    result = box.exec('pwd; echo "$GREETING"', timeout=30, cwd="/tmp", env={"GREETING": "hé"})
+    assert result.output == "/tmp\nhé\n"
+
+
+def test_exec_decodes_invalid_utf8_with_replacement(box):
+    assert box.exec(r"printf 'a\377b'", timeout=30).output == "a\ufffdb"
+
+
+def test_timeout_kills_sleep(box):
+    result = box.exec("sleep 100", timeout=2)
+    assert (result.returncode, result.timed_out) == (124, True)
+    assert 2 <= result.seconds < 10
+    assert box.exec("ps -e -o args= | grep -cx 'sleep 100' || true", timeout=30).output == "0\n"
+
+
+def test_timeout_kills_fork_loop_and_its_children(box):
+    result = box.exec("while true; do sleep 300 & done", timeout=3)
+    assert result.timed_out is True
+    assert result.seconds < 15
+    left = box.exec("ps -e -o comm= | grep -cx sleep", timeout=30).output.split()
+    assert left == ["1"]  # only the keep-alive `sleep infinity`
+
+
+def test_background_processes_do_not_outlive_their_command(box):
+    assert box.exec("sleep 300 & echo started", timeout=30).output == "started\n"
+    assert box.exec("ps -e -o args= | grep -cx 'sleep 300' || true", timeout=30).output == "0\n"
+
+
+def test_memory_limit_kills_large_allocation(box):
+    result = box.exec("python3 -c 'b = bytearray(10 * 1024**3); print(len(b))'", timeout=60)
+    assert result.returncode == 137
+    assert result.timed_out is False
+
+
+def test_no_network_inside(box):
+    code = "import socket; socket.create_connection(('1.1.1.1', 80), timeout=5)"
+    result = box.exec(f'python3 -c "{code}"', timeout=30)
+    assert result.returncode == 1
+    assert "Network is unreachable" in result.output
+    assert box.exec("ls /sys/class/net", timeout=30).output.split() == ["lo"]
+
+
+def test_files_round_trip(box):
+    files = {"pkg/mod.py": "x = 'é'\n", "data/blob.bin": bytes(range(256)), "top.txt": ""}
+    box.write_files(files)
+    assert box.read_files([*files, "absent.txt"]) == {
+        "pkg/mod.py": "x = 'é'\n".encode(), "data/blob.bin": bytes(range(256)),
+        "top.txt": b"", "absent.txt": None,
+    }
+    assert box.exec("cat pkg/mod.py", timeout=30).output == "x = 'é'\n"
+
+
+def test_write_files_refuses_escaping_paths(box):
+    with pytest.raises(ValueError, match=r"'\.\./etc/passwd' must be relative to /testbed"):
+        box.write_files({"../etc/passwd": "x"})
+
+
+def test_container_carries_limits_labels_and_no_network(client):
+    with Sandbox.create(client, base_image_tag(), limits=Limits(cpus=0.5, memory="256m", pids=64),
+                        labels={"raydist.unit": "u1"}, name="inspect me") as box:
+        box.container.reload()
+        host = box.container.attrs["HostConfig"]
+        assert (host["NanoCpus"], host["Memory"], host["PidsLimit"]) == (500_000_000, 256 << 20, 64)
+        assert host["NetworkMode"] == "none"
+        labels = box.container.labels  # also holds the image's own labels
+        assert (labels["raydist.owner"], labels["raydist.unit"]) == (owner_label(), "u1")
+        assert box.name.startswith("raydist-inspect-me-") and len(box.name) == len("raydist-inspect-me-") + 8
+
+
+def test_remove_leaves_nothing_and_is_idempotent(client):
+    box = Sandbox.create(client, base_image_tag(), name="gone")
+    name = box.name
+    box.remove()
+    box.remove()
+    assert client.containers.list(all=True, filters={"name": name}) == []
+
+
+def test_context_manager_removes_on_error(client):
+    with pytest.raises(RuntimeError, match="boom"):
+        with Sandbox.create(client, base_image_tag(), name="err") as box:
+            name = box.name
+            raise RuntimeError("boom")
+    assert client.containers.list(all=True, filters={"name": name}) == []
+
+
+def test_sweep_removes_dead_owner_and_keeps_live_one(client):
+    # A real process creates a sandbox and dies without removing it.
+    script = textwrap.dedent(f"""
+        import os
+        from raydist.sandbox import Sandbox, connect
+        box = Sandbox.create(connect(), {base_image_tag()!r}, name="orphan")
+        print(box.name, flush=True)
+        os._exit(0)
+    """)
+    orphan = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            check=True, cwd=REPO).stdout.strip()
+    with Sandbox.create(client, base_image_tag(), name="live") as live:
+        names = {c.name for c in client.containers.list(all=True)}
+        assert {orphan, live.name} <= names
+        assert sweep_orphans(client) >= 1
+        names = {c.name for c in client.containers.list(all=True)}
+        assert orphan not in names
+        assert live.name in names
+
+
+def test_connect_names_the_address_and_the_remedy():
+    with pytest.raises(SandboxUnavailable, match=r"unix:///nonexistent/docker.sock.*"
+                       r"bash launch/setup.sh.*sandbox.docker_host"):
+        connect("unix:///nonexistent/docker.sock", timeout=2)
