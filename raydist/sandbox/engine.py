@@ -12,6 +12,7 @@ import docker
 from docker.errors import DockerException, NotFound
 
 OWNER_LABEL = "raydist.owner"
+API_TIMEOUT = 600.0  # seconds, for every call after the ping
 
 
 class SandboxUnavailable(RuntimeError):
@@ -22,8 +23,9 @@ def connect(docker_host: str | None = None, timeout: float = 10) -> docker.Docke
     """Return a client for the Docker daemon at ``docker_host`` after a successful ping.
 
     ``docker_host`` is a URL such as ``unix:///var/run/docker.sock`` or ``tcp://host:2375``;
-    ``None`` uses ``DOCKER_HOST`` or the default socket. ``timeout`` is in seconds and bounds
-    the ping and ordinary API calls (long exec output is streamed without it).
+    ``None`` uses ``DOCKER_HOST`` or the default socket. ``timeout`` (seconds) bounds the
+    ping; later calls get ``API_TIMEOUT``, since committing or removing a container holding a
+    large environment legitimately takes longer (exec output is streamed without a timeout).
 
     Raises ``SandboxUnavailable`` naming the address tried and how to start the daemon.
     """
@@ -31,6 +33,7 @@ def connect(docker_host: str | None = None, timeout: float = 10) -> docker.Docke
     try:
         client = docker.DockerClient(base_url=address, timeout=timeout)
         client.ping()
+        client.api.timeout = max(timeout, API_TIMEOUT)
     except (DockerException, OSError) as exc:
         raise SandboxUnavailable(
             f"cannot reach the Docker daemon at {address} ({exc}); "
