@@ -20,6 +20,7 @@ closure"). This only adds constraints, never removes one.
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterable, Mapping, Sequence
 
 import libcst as cst
@@ -136,11 +137,21 @@ def module_call_reads(module: cst.Module) -> dict[str, frozenset[str]]:
 
     A class counts with its methods' bodies (its ``__init__``, ``__init_subclass__`` or
     classmethods may run when another definition uses it). Same-named definitions merge.
+    Uses the ``ast`` parser (``Load`` contexts) for speed; falls back to libcst when the
+    running Python cannot parse the module.
     """
     reads: dict[str, set[str]] = {}
-    for stmt in module.body:
-        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
-            reads.setdefault(stmt.name.value, set()).update(all_reads(stmt))
+    try:
+        tree = ast.parse(module.code)
+    except (SyntaxError, ValueError):
+        for stmt in module.body:
+            if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                reads.setdefault(stmt.name.value, set()).update(all_reads(stmt))
+    else:
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                loads = (n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
+                reads.setdefault(node.name, set()).update(loads)
     return {name: frozenset(names) for name, names in reads.items()}
 
 

@@ -50,6 +50,7 @@ class _Reorderer:
         self.rng = rng
         self.future = has_future_annotations(module)
         self.call_reads = module_call_reads(module)
+        self.graphs: list[tuple[list[str], list[tuple[int, int]]]] = []
 
     def module_body(self, body: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
         return self._reorder(body, top_level=True)
@@ -85,6 +86,7 @@ class _Reorderer:
             return run
         names = [d.name.value for d in run]
         edges = run_edges(names, [self._reads(d, top_level) for d in run])
+        self.graphs.append((names, edges))
         order = sample_linear_extension(len(run), edges, self.rng)
         if order == list(range(len(run))):
             return run
@@ -116,6 +118,18 @@ def reorder_source(source: str, rng: random.Random) -> str:
     module = cst.parse_module(source)
     new_body = _Reorderer(module, rng).module_body(module.body)
     return module.with_changes(body=new_body).code
+
+
+def definition_graphs(source: str) -> list[tuple[list[str], list[tuple[int, int]]]]:
+    """The graph of every run of two or more definitions in ``source``: ``(names, edges)``.
+
+    ``names`` in original order, ``edges`` as in ``l3_deps.run_edges``. A class body's run
+    is listed before the run holding the class. Raises ``libcst.ParserSyntaxError``.
+    """
+    module = cst.parse_module(source)
+    reorderer = _Reorderer(module, random.Random(0))
+    reorderer.module_body(module.body)
+    return reorderer.graphs
 
 
 def reorder_file(source: str, instance_id: str, path: str, seed: int) -> str:
