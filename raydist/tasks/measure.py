@@ -9,7 +9,7 @@ Usage::
 
     python -m raydist.tasks.measure raydist/tasks/builtin/instances.jsonl            # print
     python -m raydist.tasks.measure FILE --write                                     # rewrite lists
-    python -m raydist.tasks.measure FILE --runner docker                             # in the instance image
+    python -m raydist.tasks.measure FILE --runner docker     # in the instance image, via raydist.grading
 
 The host runner builds one virtualenv per distinct ``install`` pin set under
 ``--work`` and runs ``test_cmd`` with that venv first on ``PATH``.
@@ -32,8 +32,8 @@ from pathlib import Path
 from raydist.tasks.loaders import builtin_path, load_instances, write_instances
 from raydist.tasks.schema import Instance, Recipe, Sdist
 
-TestRunner = Callable[[Instance, str], str]
-"""(instance, gold patch or "") -> the test command's combined output, run with test_patch applied."""
+TestRunner = Callable[[Instance, str], dict[str, str]]
+"""(instance, gold patch or "") -> test id -> status, from one run of test_cmd with test_patch applied."""
 
 
 def fetch_sdist(sdist: Sdist, cache: Path) -> Path:
@@ -112,7 +112,7 @@ def host_runner(work: Path) -> TestRunner:
                 subprocess.run(recipe.install_repo, shell=True, cwd=root, env=env, check=True, capture_output=True)
             done = subprocess.run(instance.require_test_cmd(), shell=True, cwd=root, env=env,
                                   capture_output=True, text=True, timeout=600)
-            return done.stdout + done.stderr
+            return parse_statuses(done.stdout + done.stderr)
 
     return run
 
@@ -126,31 +126,23 @@ def _make_venv(install: tuple[str, ...], work: Path) -> Path:
     return venv
 
 
-def docker_runner(timeout: float = 600) -> TestRunner:
-    """A runner that executes ``test_cmd`` in a fresh container from the instance image.
+def docker_runner(work: Path, timeout: float = 600) -> TestRunner:
+    """A runner that grades in a fresh container from the instance image (``raydist.grading.grade``).
 
-    Needs ``raydist.sandbox.ensure_instance_image`` and the sandbox config
-    (``conf/sandbox/docker.yaml``); the image holds sdist + injected defect at ``/testbed``.
+    The image (sdist + injected defect at ``/testbed``) is built or reused by
+    ``raydist.sandbox.ensure_instance_image`` with its cache under ``work``.
     """
-    from omegaconf import OmegaConf
+    from raydist import grading, sandbox
 
-    from raydist import sandbox
+    client = sandbox.connect(None)
 
-    conf_path = Path(__file__).resolve().parents[2] / "conf" / "sandbox" / "docker.yaml"
-    cfg = OmegaConf.load(conf_path)
-    client = sandbox.connect(cfg.get("docker_host"))
-
-    def run(instance: Instance, gold_patch: str) -> str:
-        image = sandbox.ensure_instance_image(client, _recipe(instance), cfg)
-        patches = {".raydist/test.patch": instance.test_patch, ".raydist/gold.patch": gold_patch}
-        with sandbox.Sandbox.create(client, image.tag, limits=sandbox.Limits(), labels={},
-                                    name=f"measure-{instance.instance_id}") as box:
-            box.write_files(patches)
-            script = "git apply .raydist/test.patch && { [ ! -s .raydist/gold.patch ] || git apply .raydist/gold.patch; }"
-            applied = box.exec(script, timeout=60)
-            if applied.returncode != 0:
-                raise RuntimeError(f"{instance.instance_id}: patches do not apply in {image.tag}: {applied.output}")
-            return box.exec(instance.require_test_cmd(), timeout=timeout).output
+    def run(instance: Instance, gold_patch: str) -> dict[str, str]:
+        image = sandbox.ensure_instance_image(client, _recipe(instance), cache_dir=work / "images",
+                                              label=instance.instance_id)
+        graded = grading.grade(client, instance, image.tag, gold_patch, timeout=timeout)
+        if graded.error:
+            raise RuntimeError(f"{instance.instance_id}: grading in {image.tag} stopped: {graded.error}")
+        return graded.tests
 
     return run
 
@@ -176,11 +168,10 @@ def measure(instance: Instance, run: TestRunner, repeat: int = 2) -> tuple[tuple
 
 
 def _statuses(instance: Instance, run: TestRunner, gold_patch: str) -> dict[str, str]:
-    log = run(instance, gold_patch)
-    statuses = parse_statuses(log)
+    statuses = run(instance, gold_patch)
     if not statuses:
         state = "gold" if gold_patch else "base"
-        raise RuntimeError(f"{instance.instance_id}: the {state} test run reported no tests:\n{log[-2000:]}")
+        raise RuntimeError(f"{instance.instance_id}: the {state} test run reported no tests")
     return statuses
 
 
@@ -194,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help="rewrite the file with the measured lists")
     args = parser.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
-    run = host_runner(args.work) if args.runner == "host" else docker_runner()
+    run = host_runner(args.work) if args.runner == "host" else docker_runner(args.work)
     instances = load_instances(args.file)
     measured = []
     for instance in instances:
