@@ -1,0 +1,157 @@
+"""Model names, endpoints, prices, the action grammar's text and the embedded model path:
+plain Python, no server."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from raydist.models import (
+    ACTION_REGEX,
+    MissingCredentials,
+    ModelEndpoint,
+    UnknownModel,
+    UnknownPrice,
+    action_grammar,
+    check_model_name,
+    completion_cost,
+    embedded_model_path,
+    grammar_extra_body,
+    llama_cpp_command,
+    register_local_model,
+)
+from raydist.models.endpoint import LOCAL_PLACEHOLDER_KEY
+from raydist.models.pricing import price_per_token, register_price
+from raydist.models.server import ModelServerError, ServerProcess
+
+
+def test_unknown_provider_raises_unknown_model_naming_it():
+    with pytest.raises(UnknownModel, match=r"unknown model 'nonexistent-provider/foo'.*'<provider>/<model>'"):
+        check_model_name("nonexistent-provider/foo")
+
+
+def test_empty_model_name_is_refused():
+    with pytest.raises(UnknownModel, match="non-empty string"):
+        check_model_name("  ")
+
+
+def test_hosted_model_without_key_names_the_variable_not_a_value(monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with pytest.raises(MissingCredentials, match=r"needs the environment variable\(s\) ANTHROPIC_API_KEY;"):
+        check_model_name("anthropic/claude-3-5-sonnet-20241022")
+
+
+def test_hosted_model_with_key_resolves_provider_and_hides_the_key(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0123456789")
+    assert check_model_name("openai/gpt-4o-mini") == "openai"
+
+
+def test_local_model_needs_no_key(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert check_model_name("openai/gemma-3-270m", local=True) == "openai"
+
+
+def test_endpoint_request_kwargs_carry_no_key():
+    endpoint = ModelEndpoint("openai/m", api_base="http://127.0.0.1:9/v1", local=True,
+                             extra_body={"grammar": "g"}, completion_kwargs={"timeout": 5})
+    assert endpoint.request_kwargs() == {"timeout": 5, "api_base": "http://127.0.0.1:9/v1", "extra_body": {"grammar": "g"}}
+    assert endpoint.secret_kwargs() == {"api_key": LOCAL_PLACEHOLDER_KEY}
+    assert ModelEndpoint("openai/gpt-4o-mini").secret_kwargs() == {}
+
+
+def test_endpoint_refuses_a_key_in_its_kwargs():
+    with pytest.raises(ValueError, match="set the provider's key variable in the environment"):
+        ModelEndpoint("openai/gpt-4o-mini", completion_kwargs={"api_key": "sk-x"})
+
+
+def test_local_endpoint_needs_api_base():
+    with pytest.raises(ValueError, match="needs an api_base"):
+        ModelEndpoint("openai/m", local=True)
+
+
+def test_local_models_cost_zero_and_are_registered_with_litellm():
+    register_local_model("openai/raydist-test-local", context_tokens=4096)
+    assert price_per_token("openai/raydist-test-local") == (0.0, 0.0)
+    assert completion_cost(object(), "openai/raydist-test-local", local=True) == 0.0
+
+
+def test_registered_price_is_used():
+    register_price("openai/raydist-test-priced", input_per_token=1e-6, output_per_token=2e-6)
+    assert price_per_token("openai/raydist-test-priced") == (1e-6, 2e-6)
+
+
+def test_unknown_price_names_the_model_and_the_fix():
+    with pytest.raises(UnknownPrice, match=r"'openai/raydist-never-registered'.*register_price"):
+        price_per_token("openai/raydist-never-registered")
+
+
+def test_negative_price_is_refused():
+    with pytest.raises(ValueError, match="must be >= 0"):
+        register_price("openai/x", input_per_token=-1, output_per_token=0)
+
+
+def test_grammar_text_bounds_thought_and_command():
+    assert action_grammar(max_thought_chars=10, max_command_chars=20) == (
+        'root ::= "THOUGHT: " thought "\\n\\n```mswea_bash_command\\n" command "\\n```"\n'
+        "thought ::= [^\\n`] [^\\n`]{0,9}\n"
+        "command ::= [^\\n` \\t] [^\\n`]{0,19}\n"
+    )
+
+
+def test_grammar_bound_below_one_is_refused():
+    with pytest.raises(ValueError, match="max_command_chars must be at least 1"):
+        action_grammar(max_command_chars=0)
+
+
+def test_grammar_field_by_server_kind():
+    assert grammar_extra_body("llama_cpp", "G") == {"grammar": "G"}
+    assert grammar_extra_body("vllm", "G") == {"guided_grammar": "G"}
+    assert grammar_extra_body("vllm", None) == {}
+    with pytest.raises(ValueError, match=r"unknown grammar server 'tgi'; use one of \['llama_cpp', 'vllm'\]"):
+        grammar_extra_body("tgi", "G")
+
+
+def test_action_regex_extracts_the_one_command():
+    text = "THOUGHT: look\n\n```mswea_bash_command\nls -la\n```"
+    assert re.findall(ACTION_REGEX, text, re.DOTALL) == ["ls -la"]
+
+
+def test_embedded_model_path_is_the_assembled_gguf(tmp_path):
+    path = Path(embedded_model_path(tmp_path))
+    assert path.name == "gemma-3-270m-q4_k_m.gguf"
+    assert path.read_bytes()[:4] == b"GGUF"
+    assert (tmp_path / "gemma-3-270m-q4_k_m.gguf.verified").read_text().strip() == (
+        "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+    )
+    assert embedded_model_path(tmp_path) == str(path)
+
+
+def test_llama_cpp_command_keeps_placeholders():
+    argv = llama_cpp_command(n_ctx=1024, n_threads=1)
+    assert argv[1:4] == ["-m", "llama_cpp.server", "--model"]
+    assert argv[argv.index("--port") + 1] == "{port}" and argv[argv.index("--chat_format") + 1] == "gemma"
+
+
+def test_server_command_with_unknown_placeholder_is_refused():
+    with pytest.raises(ValueError, match=r"unknown placeholder 'gpu'"):
+        ServerProcess(["serve", "--device", "{gpu}"], port=1).argv()
+
+
+def test_server_that_exits_reports_its_log_tail():
+    server = ServerProcess(["bash", "-c", "echo loading {host}:{port}; echo boom >&2; exit 3"], startup_timeout=30)
+    with pytest.raises(ModelServerError, match=r"(?s)exited with code 3 during startup.*loading 127\.0\.0\.1:\d+\nboom"):
+        server.start()
+
+
+def test_server_not_healthy_in_time_is_killed_and_reported():
+    server = ServerProcess(["bash", "-c", "echo waiting; exec sleep 60"], startup_timeout=1)
+    with pytest.raises(ModelServerError, match=r"(?s)was not healthy after 1 s.*waiting"):
+        server.start()
+    assert server.pid is None
+
+
+def test_api_base_before_start_is_an_error():
+    with pytest.raises(ModelServerError, match="call start"):
+        ServerProcess(["x"]).api_base
