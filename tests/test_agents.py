@@ -1,0 +1,210 @@
+"""The view-aware environment and the scripted agents in real containers, and the agent's
+plain-Python pieces (settings, prompts, truncation, trajectory redaction)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from minisweagent.exceptions import Submitted
+
+from raydist.agents import AgentSettings, ViewEnvironment, load_prompts, null, oracle, save_trajectory, truncate_middle
+from raydist.agents.scripted import write_file_commands
+from raydist.models.endpoint import LOCAL_PLACEHOLDER_KEY
+from raydist.sandbox import Limits, Sandbox, SandboxUnavailable, base_image_tag, connect
+from raydist.views.base import IDENTITY, View
+
+ORIGINAL = {
+    "calc.py": "def add(a, b):\n    return a - b\n",
+    "util/text.py": "GREETING = 'hello'\n",
+}
+GOLD_PATCH = """diff --git a/calc.py b/calc.py
+--- a/calc.py
++++ b/calc.py
+@@ -1,2 +1,2 @@
+ def add(a, b):
+-    return a - b
++    return a + b
+diff --git a/util/text.py b/util/text.py
+deleted file mode 100644
+--- a/util/text.py
++++ /dev/null
+@@ -1 +0,0 @@
+-GREETING = 'hello'
+diff --git a/util/new.py b/util/new.py
+new file mode 100644
+--- /dev/null
++++ b/util/new.py
+@@ -0,0 +1 @@
++NEW = "é"
+"""
+
+
+class RenameTranslator:
+    """The agent sees module `calc` as `arith`."""
+
+    def to_original(self, command: str) -> str:
+        return command.replace("arith", "calc")
+
+    def to_view(self, text: str) -> str:
+        return text.replace("calc", "arith")
+
+
+class Task:
+    instance_id = "tiny-1"
+    problem_statement = "add() subtracts; make it add."
+    patch = GOLD_PATCH
+
+
+def banner(path: str, text: str) -> str:
+    """A view presentation: a comment line on top of every file."""
+    return f"# view of {path}\n{text}"
+
+
+def tiny_view(translator=IDENTITY, renderers=()) -> View:
+    files = {p: banner(p, t) for p, t in ORIGINAL.items()} if renderers else {}
+    return View(instance_id="tiny-1", level="L0", seed=0, problem_statement=Task.problem_statement,
+                files=files, translator=translator, renderers=renderers)
+
+
+def settings(**overrides) -> AgentSettings:
+    return AgentSettings(**({"command_timeout_s": 30.0} | overrides))
+
+
+# --- plain Python -------------------------------------------------------------------------
+
+
+def test_truncate_middle_keeps_head_and_tail():
+    assert truncate_middle("0123456789", 4) == "01\n[... 6 characters elided ...]\n89"
+    assert truncate_middle("short", 10) == "short"
+    assert truncate_middle("unlimited", 0) == "unlimited"
+
+
+def test_settings_refuse_negative_limits():
+    with pytest.raises(ValueError, match=r"AgentSettings.step_limit must be >= 0, got -1"):
+        AgentSettings(step_limit=-1)
+
+
+def test_missing_prompt_template_names_the_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"system\.j2 is missing"):
+        load_prompts(tmp_path)
+
+
+def test_default_prompts_show_the_action_fence():
+    prompts = load_prompts(AgentSettings().prompts_dir)
+    assert "```mswea_bash_command" in prompts.instance and "{{task}}" in prompts.instance
+
+
+def test_saved_trajectory_redacts_env_keys_and_the_local_placeholder(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-0123456789")
+    data = {"messages": [{"content": f"key sk-secret-0123456789 and {LOCAL_PLACEHOLDER_KEY}"}]}
+    clean = save_trajectory(data, tmp_path / "t.json")
+    assert clean == {"messages": [{"content": "key <redacted> and <redacted>"}]}
+    assert json.loads((tmp_path / "t.json").read_text()) == clean
+
+
+def test_write_file_commands_quote_paths_and_delete():
+    assert write_file_commands("a b.py", None) == ["rm -f -- 'a b.py'"]
+    assert write_file_commands("x.py", "hi") == ['mkdir -p -- "$(dirname -- x.py)" && printf %s aGk= | base64 -d > x.py']
+
+
+# --- real containers ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def client():
+    try:
+        client = connect()
+    except SandboxUnavailable as exc:
+        pytest.skip(str(exc))
+    if not client.images.list(name=base_image_tag()):
+        pytest.skip(f"base image {base_image_tag()} is absent; build it with `bash launch/setup.sh`")
+    return client
+
+
+@pytest.fixture
+def box(client):
+    with Sandbox.create(client, base_image_tag(), limits=Limits(memory="1g", pids=256), name="agents-test") as sandbox:
+        sandbox.write_files(ORIGINAL)
+        yield sandbox
+
+
+@pytest.mark.docker
+def test_environment_translates_command_and_output(box):
+    env = ViewEnvironment(box, tiny_view(RenameTranslator()), timeout=30)
+    out = env.execute({"command": "cat arith.py && echo calc"})
+    assert out["output"] == "def add(a, b):\n    return a - b\narith\n"
+    assert out["returncode"] == 0 and out["exception_info"] == ""
+    assert env.steps[0]["command"] == "cat arith.py && echo calc"
+    assert env.steps[0]["executed"] == "cat calc.py && echo calc"
+    assert (env.steps[0]["step"], env.steps[0]["returncode"], env.steps[0]["timed_out"]) == (1, 0, False)
+    assert env.serialize()["info"]["view"] == {"instance": "tiny-1", "level": "L0", "seed": 0}
+
+
+@pytest.mark.docker
+def test_environment_raises_submitted_with_the_rest_of_the_output(box):
+    env = ViewEnvironment(box, tiny_view(), timeout=30)
+    with pytest.raises(Submitted) as raised:
+        env.execute({"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && echo done"})
+    assert raised.value.messages[0]["extra"] == {"exit_status": "Submitted", "submission": "done\n"}
+
+
+@pytest.mark.docker
+def test_environment_does_not_submit_on_failing_command(box):
+    env = ViewEnvironment(box, tiny_view(), timeout=30)
+    out = env.execute({"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT; exit 2"})
+    assert out["returncode"] == 2
+
+
+@pytest.mark.docker
+def test_environment_truncates_long_output(box):
+    env = ViewEnvironment(box, tiny_view(), timeout=30, output_limit_chars=10)
+    out = env.execute({"command": "printf 'abcdefghijklmnopqrstuvwxyz'"})
+    assert out["output"] == "abcde\n[... 16 characters elided ...]\nvwxyz"
+
+
+@pytest.mark.docker
+def test_environment_reports_timeout(box):
+    env = ViewEnvironment(box, tiny_view(), timeout=1)
+    out = env.execute({"command": "sleep 30"})
+    assert (out["returncode"], env.steps[0]["timed_out"]) == (124, True)
+    assert out["exception_info"] == "the command was killed after 1 s"
+
+
+@pytest.mark.docker
+def test_oracle_writes_the_gold_patch_as_the_view_shows_it(box, tmp_path):
+    view = tiny_view(renderers=(banner,))
+    box.write_files(dict(view.files))
+    outcome = oracle(view=view, sandbox=box, instance=Task, read_original=ORIGINAL.get, settings=settings(),
+                     trajectory_path=tmp_path / "oracle.traj.json")
+    assert (outcome.exit_status, outcome.steps, outcome.error, outcome.cost) == ("Submitted", 4, None, 0.0)
+    files = box.read_files(["calc.py", "util/text.py", "util/new.py"])
+    assert files == {
+        "calc.py": b"# view of calc.py\ndef add(a, b):\n    return a + b\n",
+        "util/text.py": None,
+        "util/new.py": '# view of util/new.py\nNEW = "é"\n'.encode(),
+    }
+    saved = json.loads((tmp_path / "oracle.traj.json").read_text())
+    assert saved["trajectory_format"] == "mini-swe-agent-1.1" and saved["info"]["exit_status"] == "Submitted"
+    assert [m["role"] for m in saved["messages"]] == ["system", "user"] + ["assistant", "user"] * 3 + ["assistant", "exit"]
+
+
+@pytest.mark.docker
+def test_oracle_writes_files_larger_than_one_shell_argument(box):
+    big = "".join(f"line {i}\n" for i in range(40000))  # ~390 KB, ~520 KB base64: six commands
+    task = type("Big", (), {"patch": "--- /dev/null\n+++ b/big.txt\n@@ -0,0 +1,40000 @@\n"
+                            + "".join("+" + line for line in big.splitlines(keepends=True)),
+                            "problem_statement": "x"})
+    outcome = oracle(view=tiny_view(), sandbox=box, instance=task, read_original=ORIGINAL.get, settings=settings())
+    assert (outcome.exit_status, outcome.steps, outcome.error) == ("Submitted", 7, None)
+    assert box.read_files(["big.txt"])["big.txt"] == big.encode()
+
+
+@pytest.mark.docker
+def test_null_submits_without_editing(box, tmp_path):
+    outcome = null(view=tiny_view(), sandbox=box, settings=settings(), trajectory_path=tmp_path / "null.json")
+    assert (outcome.exit_status, outcome.steps, outcome.input_tokens, outcome.error) == ("Submitted", 1, 0, None)
+    assert box.read_files(["calc.py"]) == {"calc.py": ORIGINAL["calc.py"].encode()}
+    assert json.loads((tmp_path / "null.json").read_text())["info"]["commands"][0]["command"] == (
+        "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+    )
