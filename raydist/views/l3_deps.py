@@ -21,6 +21,7 @@ closure"). This only adds constraints, never removes one.
 from __future__ import annotations
 
 import ast
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 
 import libcst as cst
@@ -142,7 +143,10 @@ def module_call_reads(module: cst.Module) -> dict[str, frozenset[str]]:
     """
     reads: dict[str, set[str]] = {}
     try:
-        tree = ast.parse(module.code)
+        with warnings.catch_warnings():
+            # Old escape sequences in library code are the library's business, not ours.
+            warnings.simplefilter("ignore")
+            tree = ast.parse(module.code)
     except (SyntaxError, ValueError):
         for stmt in module.body:
             if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):

@@ -1,0 +1,122 @@
+"""L3 on real code: a library's own test suite passes on its reordered view.
+
+Uses the toolz 1.0.0 source release from PyPI (its sdist ships its tests) and the
+installed ``hypothesis`` package as a large, decorator-heavy robustness corpus.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import tempfile
+from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from raydist.views import RepoFiles, ViewOptions, build_view, reorder_file
+
+CACHE = Path(tempfile.gettempdir()) / "raydist-test-sdists"
+SITE = Path(sysconfig.get_paths()["purelib"])
+
+
+@pytest.fixture(scope="session")
+def toolz_src(tmp_path_factory) -> Path:
+    archive = CACHE / "toolz-1.0.0.tar.gz"
+    if not archive.exists():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "toolz==1.0.0", "-d", str(CACHE)]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        if done.returncode != 0 or not archive.exists():
+            pytest.skip(f"cannot download the toolz 1.0.0 sdist from PyPI: {done.stderr.strip()[-300:]}")
+    root = tmp_path_factory.mktemp("toolz")
+    with tarfile.open(archive) as tar:
+        tar.extractall(root, filter="data")
+    return root / "toolz-1.0.0"
+
+
+def is_test_file(path: str) -> bool:
+    return "/tests/" in f"/{path}" or Path(path).name.startswith("test_")
+
+
+def toolz_view_copy(src: Path, dst: Path, seed: int) -> list[str]:
+    shutil.copytree(src, dst)
+    inst = SimpleNamespace(instance_id="toolz-1.0.0", problem_statement="", patch="", test_patch="")
+    view = build_view(inst, RepoFiles(src), "L3", seed, ViewOptions(l3_files="all"))
+    written = [p for p in view.files if not is_test_file(p)]
+    for path in written:
+        (dst / path).write_bytes(view.files[path].encode())
+    assert view.meta["l3_skipped"] == {}
+    return written
+
+
+def run_suite(root: Path) -> str:
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "toolz/tests"]
+    done = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=600)
+    return done.stdout.strip().splitlines()[-1]
+
+
+def passed_count(summary: str) -> int:
+    match = re.fullmatch(r"(\d+) passed in [\d.]+s", summary)
+    assert match, f"unexpected pytest summary: {summary}"
+    return int(match.group(1))
+
+
+def test_toolz_suite_passes_on_reordered_views_as_on_the_original(toolz_src, tmp_path):
+    baseline = passed_count(run_suite(toolz_src))
+    assert baseline == 180
+    for seed in (0, 1, 2):
+        dst = tmp_path / f"seed{seed}"
+        written = toolz_view_copy(toolz_src, dst, seed)
+        assert "toolz/itertoolz.py" in written and "toolz/functoolz.py" in written
+        assert passed_count(run_suite(dst)) == baseline
+
+
+def test_real_file_is_reordered_and_still_compiles(toolz_src):
+    source = (toolz_src / "toolz" / "itertoolz.py").read_text()
+    out = reorder_file(source, "toolz-1.0.0", "toolz/itertoolz.py", 0)
+    assert out != source
+    assert Counter(out.splitlines()) == Counter(source.splitlines())
+    compile(out, "toolz/itertoolz.py", "exec")
+
+
+def test_every_file_of_a_big_package_still_compiles(tmp_path):
+    package = SITE / "hypothesis"
+    repo = RepoFiles(package)
+    changed = 0
+    for path in repo.python_files():
+        source = repo.read(path)
+        out = reorder_file(source, "hypothesis", path, 0)
+        compile(out, path, "exec")
+        changed += out != source
+    assert len(repo.python_files()) > 100 and changed > 50
+
+
+def test_reordered_big_package_imports_and_runs(tmp_path):
+    package = SITE / "hypothesis"
+    copy = tmp_path / "hypothesis"
+    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    repo = RepoFiles(package)
+    for path in repo.python_files():
+        (copy / path).write_bytes(reorder_file(repo.read(path), "hypothesis", path, 1).encode())
+    probe = (
+        "import hypothesis, sys\n"
+        "from hypothesis import given, settings, strategies as st\n"
+        f"assert hypothesis.__file__.startswith({str(copy)!r}), hypothesis.__file__\n"
+        "@settings(max_examples=50, database=None)\n"
+        "@given(st.lists(st.integers()))\n"
+        "def t(xs):\n"
+        "    assert sorted(sorted(xs)) == sorted(xs)\n"
+        "t()\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    )
+    assert done.stdout.strip() == "ok", done.stderr[-2000:]
