@@ -176,7 +176,11 @@ class Sandbox:
     def read_files(
         self, paths: Iterable[str], root: str = "/testbed"
     ) -> dict[str, bytes | None]:
-        """Return ``{relpath: bytes}`` for files under ``root``; ``None`` for a missing file."""
+        """Return ``{relpath: bytes}`` for files under ``root``; ``None`` for a missing file.
+
+        Raises ``IsADirectoryError`` when a path names a directory, ``ValueError`` for
+        absolute or escaping paths.
+        """
         out: dict[str, bytes | None] = {}
         for rel in paths:
             try:

@@ -10,12 +10,10 @@ wheelhouse are prepared on the host (:mod:`raydist.sandbox.sources`).
 """
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import subprocess
 import tempfile
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +23,7 @@ from docker.errors import ImageNotFound
 from raydist.sandbox import build_steps
 from raydist.sandbox.container import Limits, Sandbox
 from raydist.sandbox.sources import (SourceError, build_requires, build_wheelhouse,
-                                     fetch_sdist, unpack_sdist)
+                                     fetch_sdist, file_lock, unpack_sdist)
 
 INSTANCE_REPOSITORY = "raydist/instance"
 BASE_SCRIPT = Path(__file__).resolve().parents[2] / "launch" / "base_image.sh"
@@ -101,7 +99,7 @@ def ensure_instance_image(client: docker.DockerClient, recipe, *, base_tag: str 
     cache_dir = Path(cache_dir)
     repo_dir = cache_dir / "repos" / key
     what = f"{label or recipe.sdist.name + '==' + recipe.sdist.version} (recipe {key})"
-    with _recipe_lock(cache_dir, key):
+    with file_lock(cache_dir / "locks" / f"{key}.lock"):
         if not _image_exists(client, tag):
             base = ensure_base_image(client, base_tag)
             _build(client, recipe, base, tag, cache_dir, what)
@@ -110,18 +108,6 @@ def ensure_instance_image(client: docker.DockerClient, recipe, *, base_tag: str 
                                 labels={"raydist.role": "repo-export"}) as box:
                 _export_repo(box, repo_dir, what)
     return InstanceImage(tag, repo_dir)
-
-
-@contextmanager
-def _recipe_lock(cache_dir: Path, key: str):
-    lock_dir = cache_dir / "locks"
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    with open(lock_dir / f"{key}.lock", "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _image_exists(client: docker.DockerClient, tag: str) -> bool:

@@ -5,6 +5,7 @@ host, from PyPI (or pip's configured index) and handed to the build as files.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -15,6 +16,7 @@ import tarfile
 import tempfile
 import tomllib
 import zipfile
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urljoin
 
@@ -27,6 +29,19 @@ DEFAULT_BUILD_REQUIRES = ("setuptools>=40.8.0", "wheel")  # PEP 517's fallback b
 
 class SourceError(RuntimeError):
     """The sdist or a wheel could not be obtained or verified on the host."""
+
+
+@contextmanager
+def file_lock(path: Path):
+    """Hold an exclusive ``fcntl`` lock on ``path`` (created if needed) for the block, so
+    concurrent builders on one host take turns."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def sha256_of(path: Path) -> str:
@@ -137,13 +152,14 @@ def build_wheelhouse(install: tuple[str, ...], build: tuple[str, ...], python: s
         raise SourceError(f"recipe asks for Python {python}; the base image provides "
                           f"{sys.version_info.major}.{sys.version_info.minor}")
     folder = Path(cache_dir) / "wheels" / wheelhouse_key(install, build, python)
-    if (folder / ".complete").is_file():
-        return folder
-    folder.mkdir(parents=True, exist_ok=True)
-    for group in (install, build):
-        if group:
-            _pip_wheel(group, folder)
-    (folder / ".complete").write_text("\n".join([*install, *build]) + "\n")
+    # Recipes differing only in their sdist share a wheelhouse, so it has its own lock.
+    with file_lock(folder.with_name(folder.name + ".lock")):
+        if not (folder / ".complete").is_file():
+            folder.mkdir(parents=True, exist_ok=True)
+            for group in (install, build):
+                if group:
+                    _pip_wheel(group, folder)
+            (folder / ".complete").write_text("\n".join([*install, *build]) + "\n")
     return folder
 
 
