@@ -140,3 +140,16 @@ def test_round_trip_through_each_format(tmp_path, suffix):
     assert len(instances) == (6 + 6 + 3 + 300 - 2 if DATA.is_dir() else 6)
     path = write_instances(instances, tmp_path / f"all.{suffix}")
     assert load_instances(str(path)) == instances
+
+
+def test_unavailable_hf_dataset_is_named(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    # A fresh interpreter: the hub's offline switch is read when `datasets` is first imported.
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", HF_HOME=str(tmp_path))
+    code = "from raydist.tasks import load_instances\nload_instances('hf://no-such-org/no-such-set@dev')"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert "RuntimeError: cannot load Hugging Face dataset 'no-such-org/no-such-set' split 'dev'" in done.stderr
