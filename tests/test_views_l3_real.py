@@ -120,3 +120,51 @@ def test_reordered_big_package_imports_and_runs(tmp_path):
         env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
     )
     assert done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+REALFIX = Path(__file__).resolve().parents[2] / "shared" / "data" / "tasks" / "realfix.jsonl"
+
+
+def realfix_toolz() -> SimpleNamespace:
+    if not REALFIX.exists():
+        pytest.skip(f"{REALFIX} is absent (reference data)")
+    import json
+
+    for line in REALFIX.read_text().splitlines():
+        record = json.loads(line)
+        if record["instance_id"] == "pytoolz__toolz-5a7e078":
+            return SimpleNamespace(**record)
+    pytest.skip("pytoolz__toolz-5a7e078 is not in realfix.jsonl")
+
+
+def git_apply(root: Path, patch: str) -> None:
+    subprocess.run(["git", "apply", "-"], cwd=root, input=patch, text=True, check=True)
+
+
+def run_fail_to_pass(root: Path, tests: list[str]) -> int:
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *tests]
+    return subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=600).returncode
+
+
+@pytest.mark.shared_data
+def test_oracle_edit_in_l3_view_recovers_a_patch_that_resolves_the_real_task(toolz_src, tmp_path):
+    from raydist.views import apply_patch_to_texts, patched_paths, recover_patch
+
+    task = realfix_toolz()
+    repo = RepoFiles(toolz_src)
+    view = build_view(task, repo, "L3", 0)
+    assert list(view.files) == ["toolz/itertoolz.py"]
+    original = {p: repo.read(p) for p in patched_paths(task.patch)}
+    gold = apply_patch_to_texts(original, task.patch)
+    # What the oracle writes through the agent channel: the fix, presented in the view.
+    final = {p: view.render_file(p, gold[p]) for p in original}
+    assert final["toolz/itertoolz.py"] != gold["toolz/itertoolz.py"]
+    recovered = recover_patch(original, final)
+
+    graded = tmp_path / "graded"
+    shutil.copytree(toolz_src, graded)
+    git_apply(graded, task.test_patch)
+    assert run_fail_to_pass(graded, list(task.FAIL_TO_PASS)) == 1
+    git_apply(graded, recovered)
+    assert run_fail_to_pass(graded, list(task.FAIL_TO_PASS)) == 0
+    assert passed_count(run_suite(graded)) == 180
