@@ -98,11 +98,11 @@ def _load(cfg: DictConfig) -> list:
 
 
 def _levels(levels) -> list[str]:
-    from raydist.views import implemented_levels
+    from raydist.views import known_levels
 
     raw = levels if isinstance(levels, str) else list(levels)
     try:
-        return expand_levels(raw, implemented_levels())
+        return expand_levels(raw, known_levels())
     except ValueError as exc:
         raise JobError(str(exc)) from exc
 
@@ -114,7 +114,7 @@ def run_job(job: Job) -> None:
     SIGTERM and Ctrl-C stop scheduling; rows already written stay, and the tables are
     compiled from them before exiting."""
     from raydist.results import ResultStore, summarise, to_markdown
-    from raydist.sandbox import SandboxUnavailable, connect, ensure_base_image, sweep_orphans
+    from raydist.sandbox import BaseImageMissing, SandboxUnavailable, connect, ensure_base_image, sweep_orphans
 
     store = ResultStore(job.run_dir)
     keys = [u.key for u in job.units]
@@ -125,7 +125,7 @@ def run_job(job: Job) -> None:
     try:
         client = connect(job.settings.docker_host)
         job.settings = _with_base_image(job.settings, ensure_base_image(client, job.settings.base_image))
-    except SandboxUnavailable as exc:
+    except (SandboxUnavailable, BaseImageMissing) as exc:
         raise JobError(str(exc)) from exc
     removed = sweep_orphans(client)
     if removed:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_PROMPTS_DIR = _REPO_ROOT / "conf" / "agent" / "prompts"
+DEFAULT_PROMPTS_DIR = _REPO_ROOT / "conf" / "prompts"
 PROMPT_FILES = ("system", "instance", "observation", "format_error")
 
 

@@ -95,7 +95,7 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint) -> dict:
     with Sandbox.create(client, image.tag, limits=limits, network=settings.network,
                         labels={"raydist.unit": unit.key}, name=f"agent-{unit.key[:12]}") as box:
         _install_view(box, view)
-        outcome = _run_agent(settings, view, box, endpoint, traj_path, instance)
+        outcome = _run_agent(settings, view, box, endpoint, traj_path, instance, repo)
         final = _read_changes(box)
     agent_seconds = time.time() - t0
     out = {
@@ -167,15 +167,14 @@ def _read_changes(box) -> dict[str, str | None]:
     return final
 
 
-def _run_agent(settings: UnitSettings, view, box, endpoint, traj_path: Path, instance):
-    from raydist.agents import AgentSettings, run_agent
-    from raydist.agents.scripted import null_agent, oracle_agent
+def _run_agent(settings: UnitSettings, view, box, endpoint, traj_path: Path, instance, repo):
+    from raydist.agents import AgentSettings, null, oracle, run_agent
 
     agent_settings = AgentSettings(**settings.agent_settings)
     if settings.agent_kind == "oracle":
-        return oracle_agent(view=view, sandbox=box, instance=instance, settings=agent_settings,
-                            trajectory_path=traj_path)
+        return oracle(view=view, sandbox=box, instance=instance, read_original=repo.read,
+                      settings=agent_settings, trajectory_path=traj_path)
     if settings.agent_kind == "null":
-        return null_agent(view=view, sandbox=box, settings=agent_settings, trajectory_path=traj_path)
+        return null(view=view, sandbox=box, settings=agent_settings, trajectory_path=traj_path)
     return run_agent(view=view, sandbox=box, endpoint=endpoint, settings=agent_settings,
                      trajectory_path=traj_path)

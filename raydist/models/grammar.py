@@ -9,7 +9,7 @@ The format is mini-swe-agent's text-based one, reduced to what a tiny model can 
     ```
 
 and nothing after the closing fence, so generation ends there. `ACTION_REGEX` parses it (it is
-mini-swe-agent's default `action_regex`); the prompts under `conf/agent/prompts/` show it.
+mini-swe-agent's default `action_regex`); the prompts under `conf/prompts/` show it.
 """
 
 from __future__ import annotations
