@@ -170,9 +170,13 @@ def _execute(job: Job, todo: list[RunUnit], store) -> None:
             progress.finished(row)
         else:
             runnable.append(unit)
+    from raydist.models.server import ModelServerError
+
     try:
         with serve_model(job.model, job.model_cfg, job.settings) as endpoint:
             run_units(runnable, job.instances, job.settings, endpoint, job.ray, store.write_row, progress)
+    except ModelServerError as exc:
+        raise JobError(f"model={job.model}: the model server did not start: {exc}") from exc
     finally:
         progress.close()
 

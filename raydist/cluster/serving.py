@@ -7,6 +7,7 @@ model needs no server. Scripted agents use no model at all.
 
 from __future__ import annotations
 
+import sys
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -16,7 +17,9 @@ def serve_model(model: str, model_cfg: dict | None, settings) -> Iterator:
     """Yield the ``ModelEndpoint`` units use (None for scripted agents).
 
     ``model_cfg`` is the ``local_models`` entry (command, model_path, grammar_server,
-    num_cpus, num_gpus, startup_timeout_s) or None for a hosted litellm model. Raises
+    num_cpus, num_gpus, startup_timeout_s) or None for a hosted litellm model; in the
+    command, ``{python}`` is this interpreter and ``{host}``, ``{port}``, ``{model_path}``
+    are filled in by the server actor. Raises
     ``ModelServerError`` with the server's log tail when a local server does not start."""
     from raydist.models.endpoint import ModelEndpoint
 
@@ -32,10 +35,12 @@ def serve_model(model: str, model_cfg: dict | None, settings) -> Iterator:
     from raydist.models.server import ModelServer
 
     model_path = model_cfg.get("model_path")
+    # `{python}` is this interpreter, so the server runs from the same environment as raydist.
+    command = [part.replace("{python}", sys.executable) for part in model_cfg["command"]]
     server = ModelServer.options(
         num_cpus=model_cfg.get("num_cpus", 1), num_gpus=model_cfg.get("num_gpus", 0)
     ).remote(
-        list(model_cfg["command"]),
+        command,
         model_path=None if model_path in (None, "embedded") else model_path,
         startup_timeout=float(model_cfg.get("startup_timeout_s", 180)),
     )
