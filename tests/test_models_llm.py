@@ -1,0 +1,179 @@
+"""The embedded Gemma model behind llama.cpp, served by the ModelServer Ray actor: lifecycle,
+litellm, the action grammar, and real agent runs in containers. One shared server per
+session; the lifecycle tests start their own so they can stop and kill them."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # bind Ray to 127.0.0.1
+
+import pytest  # noqa: E402
+import ray  # noqa: E402
+
+from raydist.agents import AgentSettings, run_agent  # noqa: E402
+from raydist.agents.loop import build_model  # noqa: E402
+from raydist.agents.settings import load_prompts  # noqa: E402
+from raydist.models import EMBEDDED_MODEL_NAME, ModelEndpoint, llama_cpp_command  # noqa: E402
+from raydist.models.endpoint import LOCAL_PLACEHOLDER_KEY  # noqa: E402
+from raydist.models.server import ModelServer, free_port  # noqa: E402
+from raydist.sandbox import Limits, Sandbox, SandboxUnavailable, base_image_tag, connect  # noqa: E402
+from raydist.views.base import View  # noqa: E402
+
+import litellm  # noqa: E402  (after raydist.models, which keeps litellm offline)
+
+pytestmark = [pytest.mark.llm, pytest.mark.ray]
+LITELLM_MODEL = f"openai/{EMBEDDED_MODEL_NAME}"
+COMMAND = llama_cpp_command(n_ctx=4096, n_threads=2)
+
+
+def _alive(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+def _gone_within(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.2)
+    return not _alive(pid)
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    if started:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def llama(ray_local):
+    """(actor, api_base) of the session's llama.cpp server."""
+    actor = ModelServer.options(num_cpus=1).remote(COMMAND, startup_timeout=180)
+    api_base = ray.get(actor.start.remote())
+    yield actor, api_base
+    ray.get(actor.stop.remote())
+    ray.kill(actor)
+
+
+@pytest.fixture(scope="module")
+def client():
+    try:
+        client = connect()
+    except SandboxUnavailable as exc:
+        pytest.skip(str(exc))
+    if not client.images.list(name=base_image_tag()):
+        pytest.skip(f"base image {base_image_tag()} is absent; build it with `bash launch/setup.sh`")
+    return client
+
+
+@pytest.fixture
+def box(client):
+    with Sandbox.create(client, base_image_tag(), limits=Limits(memory="1g", pids=256), name="llm-test") as sandbox:
+        sandbox.write_files({"calc.py": "def add(a, b):\n    return a - b\n"})
+        yield sandbox
+
+
+def tiny_view() -> View:
+    return View(instance_id="tiny-1", level="L0", seed=0, files={},
+                problem_statement="In calc.py the function add returns a - b. It must return a + b.")
+
+
+def test_server_under_ray_answers_litellm(llama):
+    actor, api_base = llama
+    assert api_base.startswith("http://127.0.0.1:") and api_base.endswith("/v1")
+    assert ray.get(actor.healthy.remote()) is True
+    response = litellm.completion(model=LITELLM_MODEL, api_base=api_base, api_key=LOCAL_PLACEHOLDER_KEY,
+                                  messages=[{"role": "user", "content": "Say hello."}], max_tokens=8, temperature=0)
+    assert response.usage.prompt_tokens > 0 and 0 < response.usage.completion_tokens <= 8
+    assert response.choices[0].message.content.strip() != ""
+
+
+def test_server_process_is_gone_after_stop(ray_local):
+    actor = ModelServer.options(num_cpus=0).remote(COMMAND)
+    try:
+        ray.get(actor.start.remote())
+        pid = ray.get(actor.pid.remote())
+        assert _alive(pid)
+        ray.get(actor.stop.remote())
+        assert _gone_within(pid, 10)
+        assert (ray.get(actor.healthy.remote()), ray.get(actor.pid.remote())) == (False, None)
+    finally:
+        ray.kill(actor)
+
+
+def test_server_process_dies_with_a_killed_actor(ray_local):
+    actor = ModelServer.options(num_cpus=0).remote(COMMAND)
+    ray.get(actor.start.remote())
+    pid = ray.get(actor.pid.remote())
+    assert _alive(pid)
+    ray.kill(actor)
+    assert _gone_within(pid, 15)
+
+
+def test_grammar_makes_every_response_exactly_one_action(llama):
+    _, api_base = llama
+    settings = AgentSettings(max_tokens=160)
+    model = build_model(ModelEndpoint(LITELLM_MODEL, api_base=api_base, local=True), settings,
+                        load_prompts(settings.prompts_dir))
+    asks = [
+        "List the files in the current directory.",
+        "Write a poem about the sea in three stanzas.",
+        "Give two different shell commands, each in its own code block.",
+        "Reply with a JSON object only.",
+        "Show the first lines of calc.py, then explain them at length.",
+    ]
+    started = time.monotonic()
+    for ask in asks:
+        message = model.query([{"role": "user", "content": ask}])  # FormatError unless exactly one action
+        actions = message["extra"]["actions"]
+        assert len(actions) == 1
+        assert "\n" not in actions[0]["command"] and 1 <= len(actions[0]["command"]) <= 200
+        assert message["content"].startswith("THOUGHT: ") and message["content"].endswith("\n```")
+    elapsed = time.monotonic() - started
+    print(f"\ngrammar: {len(asks)} calls, {model.output_tokens} completion tokens, {model.input_tokens} prompt tokens, "
+          f"{elapsed:.1f} s, {model.output_tokens / elapsed:.1f} completion tokens/s")
+    assert model.output_tokens > 0 and model.input_tokens > 0
+
+
+@pytest.mark.docker
+def test_gemma_agent_run_in_a_container(llama, box, tmp_path):
+    _, api_base = llama
+    path = tmp_path / "gemma.traj.json"
+    started = time.monotonic()
+    outcome = run_agent(view=tiny_view(), sandbox=box, endpoint=ModelEndpoint(LITELLM_MODEL, api_base=api_base, local=True),
+                        settings=AgentSettings(step_limit=3, command_timeout_s=30), trajectory_path=path)
+    elapsed = time.monotonic() - started
+    print(f"\nagent: {outcome.exit_status} after {outcome.steps} steps, {elapsed / max(outcome.steps, 1):.1f} s/step, "
+          f"{outcome.input_tokens} prompt + {outcome.output_tokens} completion tokens")
+    assert outcome.exit_status in {"Submitted", "LimitsExceeded"} and outcome.error is None
+    assert 1 <= outcome.steps <= 3
+    assert outcome.input_tokens > 0 and outcome.output_tokens > 0 and outcome.cost == 0.0
+    saved = json.loads(path.read_text())
+    assert saved == outcome.trajectory
+    assert sum(m["role"] == "assistant" for m in saved["messages"]) == outcome.steps
+    assert len(saved["info"]["commands"]) == outcome.steps  # the grammar makes every step one command
+    assert saved["info"]["model_stats"]["input_tokens"] == outcome.input_tokens
+    assert LOCAL_PLACEHOLDER_KEY not in path.read_text()
+
+
+@pytest.mark.docker
+def test_unreachable_server_ends_the_run_with_a_clear_error(box, tmp_path):
+    api_base = f"http://127.0.0.1:{free_port()}/v1"
+    outcome = run_agent(view=tiny_view(), sandbox=box, endpoint=ModelEndpoint(LITELLM_MODEL, api_base=api_base, local=True),
+                        settings=AgentSettings(model_retries=2), trajectory_path=tmp_path / "dead.json")
+    assert (outcome.exit_status, outcome.steps, outcome.input_tokens) == ("ModelUnreachable", 1, 0), outcome.error
+    assert f"at {api_base} did not answer after 2 attempt(s)" in outcome.error
+    assert outcome.trajectory["messages"][-1]["role"] == "exit"
