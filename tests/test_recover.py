@@ -112,8 +112,17 @@ def test_round_trip_property(old, new):
 
 def test_mismatched_context_names_file_and_hunk():
     patch = recover_patch({"m.py": "a\nb\nc\n"}, {"m.py": "a\nB\nc\n"})
-    with pytest.raises(PatchApplyError, match=r"m\.py: hunk 1 \(@@ -1,3 \+1,3 @@\) does not match"):
+    with pytest.raises(PatchApplyError, match=r"m\.py: hunk 1 \(@@ -1,3 \+1,3 @@\) matches nowhere"):
         apply_patch_to_texts({"m.py": "a\nX\nc\n"}, patch)
+
+
+def test_a_hunk_whose_lines_moved_applies_at_the_nearest_exact_match_like_git_apply():
+    body = "".join(f"line{i}\n" for i in range(20))
+    patch = recover_patch({"m.py": body}, {"m.py": body.replace("line10\n", "LINE10\n")})
+    moved = "new0\nnew1\nnew2\n" + body  # the file gained three lines above the hunk
+    assert apply_patch_to_texts({"m.py": moved}, patch) == {"m.py": moved.replace("line10\n", "LINE10\n")}
+    twice = body + body  # two exact matches: the one nearest the stated line wins
+    assert apply_patch_to_texts({"m.py": twice}, patch) == {"m.py": body.replace("line10\n", "LINE10\n") + body}
 
 
 def test_missing_and_existing_files_are_errors():

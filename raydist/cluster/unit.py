@@ -172,8 +172,13 @@ def _run_agent(settings: UnitSettings, view, box, endpoint, traj_path: Path, ins
 
     agent_settings = AgentSettings(**settings.agent_settings)
     if settings.agent_kind == "oracle":
-        return oracle(view=view, sandbox=box, instance=instance, read_original=repo.read,
-                      settings=agent_settings, trajectory_path=traj_path)
+        from raydist.views import PatchApplyError
+
+        try:
+            return oracle(view=view, sandbox=box, instance=instance, read_original=repo.read,
+                          settings=agent_settings, trajectory_path=traj_path)
+        except PatchApplyError as exc:
+            raise UnitInputError(f"the gold patch of {instance.instance_id!r} does not apply to its base: {exc}") from exc
     if settings.agent_kind == "null":
         return null(view=view, sandbox=box, settings=agent_settings, trajectory_path=traj_path)
     return run_agent(view=view, sandbox=box, endpoint=endpoint, settings=agent_settings,

@@ -123,20 +123,36 @@ def _hunk_lines(hunk, kinds: tuple[str, ...]) -> list[str]:
     return lines
 
 
+def _find_hunk(lines: list[str], before: list[str], expected: int, cursor: int) -> int | None:
+    """Where ``before`` matches ``lines`` exactly at or after ``cursor``, nearest to ``expected``
+    (ties go to the earlier position), as ``git apply`` places a hunk whose line numbers moved."""
+    if lines[expected : expected + len(before)] == before and expected >= cursor:
+        return expected
+    width = len(before)
+    candidates = [i for i in range(cursor, len(lines) - width + 1) if lines[i : i + width] == before]
+    if not candidates:
+        return None
+    return min(candidates, key=lambda i: (abs(i - expected), i))
+
+
 def _apply_hunks(path: str, text: str, patched) -> str:
     lines = split_lines(text)
     out: list[str] = []
     cursor = 0
+    offset = 0  # how far earlier hunks were found from their stated lines
     for number, hunk in enumerate(patched, start=1):
         before = _hunk_lines(hunk, (LINE_TYPE_CONTEXT, LINE_TYPE_REMOVED))
         after = _hunk_lines(hunk, (LINE_TYPE_CONTEXT, LINE_TYPE_ADDED))
         # A hunk with no source lines ("-N,0") inserts after line N.
-        start = hunk.source_start if hunk.source_length == 0 else hunk.source_start - 1
-        if start < cursor or lines[start : start + len(before)] != before:
+        stated = hunk.source_start if hunk.source_length == 0 else hunk.source_start - 1
+        expected = min(max(stated + offset, cursor), len(lines))
+        start = expected if not before else _find_hunk(lines, before, expected, cursor)
+        if start is None:
             raise PatchApplyError(
                 f"{path}: hunk {number} (@@ -{hunk.source_start},{hunk.source_length} "
-                f"+{hunk.target_start},{hunk.target_length} @@) does not match the file exactly"
+                f"+{hunk.target_start},{hunk.target_length} @@) matches nowhere in the file"
             )
+        offset = start - stated
         out.extend(lines[cursor:start])
         out.extend(after)
         cursor = start + len(before)
@@ -145,7 +161,9 @@ def _apply_hunks(path: str, text: str, patched) -> str:
 
 
 def apply_patch_to_texts(files: Mapping[str, str | None], patch: str) -> dict[str, str | None]:
-    """Apply unified diff ``patch`` exactly (no fuzz, no offset) to in-memory ``files``.
+    """Apply unified diff ``patch`` to in-memory ``files`` without fuzz: every hunk's context
+    and removed lines must match exactly, but, as with ``git apply``, a hunk whose line numbers
+    moved (a patch written for a nearby revision) is placed at the nearest exact match.
 
     ``files`` maps relative paths to text (``None``/absent: no such file). Returns a new
     dict with every touched path updated (``None`` for a deleted file) and the other
