@@ -32,7 +32,6 @@ def build_model(endpoint: ModelEndpoint, settings: AgentSettings, prompts: Promp
         action_regex=ACTION_REGEX,
         observation_template=prompts.observation,
         format_error_template=prompts.format_error,
-        cost_tracking="ignore_errors" if endpoint.local else "default",
     )
 
 
