@@ -92,11 +92,19 @@ def test_negative_price_is_refused():
         register_price("openai/x", input_per_token=-1, output_per_token=0)
 
 
-def test_grammar_text_bounds_thought_and_command():
+def test_grammar_text_bounds_thought_and_quoted_arguments():
     assert action_grammar(max_thought_chars=10, max_command_chars=20) == (
         'root ::= "THOUGHT: " thought "\\n\\n```mswea_bash_command\\n" command "\\n```"\n'
         "thought ::= [^\\n`] [^\\n`]{0,9}\n"
-        "command ::= [^\\n` \\t] [^\\n`]{0,19}\n"
+        'command ::= simple ( " " op " " simple ){0,3}\n'
+        'op ::= "&&" | "||" | "|" | ";"\n'
+        'simple ::= word ( " " arg ){0,8} ( " " redir " " bare )?\n'
+        'redir ::= ">" | ">>"\n'
+        "word ::= [a-zA-Z_./] [a-zA-Z0-9_./-]{0,40}\n"
+        "arg ::= bare | sq | dq\n"
+        "bare ::= [a-zA-Z0-9_./:=,+%@*-] [a-zA-Z0-9_./:=,+%@*-]{0,80}\n"
+        "sq ::= \"'\" [^'\\n`]{0,20} \"'\"\n"
+        'dq ::= "\\"" [^"\\n`$\\\\]{0,20} "\\""\n'
     )
 
 

@@ -22,14 +22,18 @@ GRAMMAR_FIELDS = {"llama_cpp": "grammar", "vllm": "guided_grammar"}
 
 
 def action_grammar(*, max_thought_chars: int = 200, max_command_chars: int = 200) -> str:
-    """GBNF for one THOUGHT line and exactly one fenced one-line bash command.
+    """GBNF for one THOUGHT line and exactly one fenced one-line bash command that parses.
 
-    Backticks are excluded from both lines so no second fence can open; the command starts
-    with a non-blank character so it is never empty.
+    The command is up to four simple commands joined by ``&&``, ``||``, ``|`` or ``;``, each a
+    command word, up to eight arguments and an optional ``>``/``>>`` redirection. An argument
+    is a bare word of characters that are never special to bash, or a single-quoted string,
+    or a double-quoted string without ``$``, backslash or backtick, so every command bash
+    receives is syntactically valid (no unbalanced quotes, no command substitution) and runs.
+    Backticks are excluded everywhere, so no second fence can open.
 
     Args:
         max_thought_chars: longest thought line, in characters (>= 1).
-        max_command_chars: longest command, in characters (>= 1).
+        max_command_chars: longest quoted argument, in characters (>= 1).
 
     Returns:
         The grammar text (root rule `root`).
@@ -43,7 +47,15 @@ def action_grammar(*, max_thought_chars: int = 200, max_command_chars: int = 200
     return (
         f'root ::= "THOUGHT: " thought "\\n\\n```{FENCE}\\n" command "\\n```"\n'
         f"thought ::= [^\\n`] [^\\n`]{{0,{max_thought_chars - 1}}}\n"
-        f"command ::= [^\\n` \\t] [^\\n`]{{0,{max_command_chars - 1}}}\n"
+        'command ::= simple ( " " op " " simple ){0,3}\n'
+        'op ::= "&&" | "||" | "|" | ";"\n'
+        'simple ::= word ( " " arg ){0,8} ( " " redir " " bare )?\n'
+        'redir ::= ">" | ">>"\n'
+        "word ::= [a-zA-Z_./] [a-zA-Z0-9_./-]{0,40}\n"
+        "arg ::= bare | sq | dq\n"
+        "bare ::= [a-zA-Z0-9_./:=,+%@*-] [a-zA-Z0-9_./:=,+%@*-]{0,80}\n"
+        f"sq ::= \"'\" [^'\\n`]{{0,{max_command_chars}}} \"'\"\n"
+        f'dq ::= "\\"" [^"\\n`$\\\\]{{0,{max_command_chars}}} "\\""\n'
     )
 
 
