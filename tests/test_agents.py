@@ -11,7 +11,7 @@ from minisweagent.exceptions import Submitted
 from raydist.agents import AgentSettings, ViewEnvironment, load_prompts, null, oracle, save_trajectory, truncate_middle
 from raydist.agents.scripted import write_file_commands
 from raydist.models.endpoint import LOCAL_PLACEHOLDER_KEY
-from raydist.sandbox import Limits, Sandbox, SandboxUnavailable, base_image_tag, connect
+from raydist.sandbox import Limits, Sandbox, base_image_tag
 from raydist.views.base import IDENTITY, View
 
 ORIGINAL = {
@@ -109,17 +109,6 @@ def test_write_file_commands_quote_paths_and_delete():
 
 
 # --- real containers ----------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def client():
-    try:
-        client = connect()
-    except SandboxUnavailable as exc:
-        pytest.skip(str(exc))
-    if not client.images.list(name=base_image_tag()):
-        pytest.skip(f"base image {base_image_tag()} is absent; build it with `bash launch/setup.sh`")
-    return client
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 
 from raydist.grading import apply_patch, grade, is_resolved, parse_test_log
 from raydist.grading.test_files import restore_command, touched_files
-from raydist.sandbox import Sandbox, SandboxUnavailable, base_image_tag, connect, ensure_instance_image
+from raydist.sandbox import Sandbox, base_image_tag, ensure_instance_image
 from raydist.tasks import load_instances
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -57,17 +57,6 @@ def test_resolved_needs_every_listed_test_passing():
 
 
 # -- in containers ------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def client():
-    try:
-        client = connect()
-    except SandboxUnavailable as exc:
-        pytest.skip(str(exc))
-    if not client.images.list(name=base_image_tag()):
-        pytest.skip(f"base image {base_image_tag()} is absent; build it with `bash launch/setup.sh`")
-    return client
-
 
 @pytest.fixture(scope="module")
 def toolz(client):

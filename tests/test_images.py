@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from raydist.sandbox import (BaseImageMissing, ImageBuildError, Sandbox, SandboxUnavailable,
-                             base_image_tag, connect, ensure_base_image, ensure_instance_image)
+from raydist.sandbox import (BaseImageMissing, ImageBuildError, Sandbox,
+                             base_image_tag, ensure_base_image, ensure_instance_image)
 from raydist.tasks import load_instances
 
 pytestmark = pytest.mark.docker
@@ -19,17 +19,6 @@ needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"{DATA} (shared refer
 # Wheelhouses and sdists are kept between runs, as the product keeps them.
 CACHE = Path(os.environ.get("RAYDIST_CACHE_DIR", Path.home() / ".cache" / "raydist"))
 ITERTOOLZ_MARK = "# raydist test: injected line\n"
-
-
-@pytest.fixture(scope="module")
-def client():
-    try:
-        client = connect()
-    except SandboxUnavailable as exc:
-        pytest.skip(str(exc))
-    if not client.images.list(name=base_image_tag()):
-        pytest.skip(f"base image {base_image_tag()} is absent; build it with `bash launch/setup.sh`")
-    return client
 
 
 def _instance(path: str, instance_id: str):

@@ -7,7 +7,6 @@ tables it writes.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys

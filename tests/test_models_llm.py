@@ -21,7 +21,7 @@ from raydist.agents.settings import load_prompts  # noqa: E402
 from raydist.models import EMBEDDED_MODEL_NAME, ModelEndpoint, llama_cpp_command  # noqa: E402
 from raydist.models.endpoint import LOCAL_PLACEHOLDER_KEY  # noqa: E402
 from raydist.models.server import ModelServer, free_port  # noqa: E402
-from raydist.sandbox import Limits, Sandbox, SandboxUnavailable, base_image_tag, connect  # noqa: E402
+from raydist.sandbox import Limits, Sandbox, base_image_tag  # noqa: E402
 from raydist.views.base import View  # noqa: E402
 
 import litellm  # noqa: E402  (after raydist.models, which keeps litellm offline)
@@ -67,17 +67,6 @@ def llama(ray_local):
     yield actor, api_base
     ray.get(actor.stop.remote())
     ray.kill(actor)
-
-
-@pytest.fixture(scope="module")
-def client():
-    try:
-        client = connect()
-    except SandboxUnavailable as exc:
-        pytest.skip(str(exc))
-    if not client.images.list(name=base_image_tag()):
-        pytest.skip(f"base image {base_image_tag()} is absent; build it with `bash launch/setup.sh`")
-    return client
 
 
 @pytest.fixture

@@ -15,18 +15,6 @@ pytestmark = pytest.mark.docker
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
-def client():
-    try:
-        client = connect()
-    except SandboxUnavailable as exc:
-        pytest.skip(str(exc))
-    tag = base_image_tag()
-    if not client.images.list(name=tag):
-        pytest.skip(f"base image {tag} is absent; build it with `bash launch/setup.sh`")
-    return client
-
-
 @pytest.fixture
 def box(client):
     with Sandbox.create(client, base_image_tag(), limits=Limits(memory="1g", pids=256),

@@ -22,53 +22,17 @@ import hashlib
 import os
 import subprocess
 import sys
-import tarfile
 import tempfile
-import zipfile
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from raydist.sandbox.sources import fetch_sdist, unpack_sdist  # the same host fetch the image builder uses
 from raydist.tasks.loaders import builtin_path, load_instances, write_instances
-from raydist.tasks.schema import Instance, Recipe, Sdist
+from raydist.tasks.schema import Instance, Recipe
 
 TestRunner = Callable[[Instance, str], dict[str, str]]
 """(instance, gold patch or "") -> test id -> status, from one run of test_cmd with test_patch applied."""
-
-
-def fetch_sdist(sdist: Sdist, cache: Path) -> Path:
-    """The sdist archive from PyPI (``pip download``), cached in ``cache``; sha256 verified.
-
-    Raises ``RuntimeError`` naming the release when the download fails or the hash differs.
-    """
-    cache.mkdir(parents=True, exist_ok=True)
-    found = [p for p in cache.iterdir() if p.name == sdist.filename] if sdist.filename else []
-    if not found:
-        command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
-                   f"{sdist.name}=={sdist.version}", "-d", str(cache)]
-        done = subprocess.run(command, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RuntimeError(f"cannot download sdist {sdist.name}=={sdist.version} from PyPI: {done.stderr[-500:]}")
-        found = [p for p in cache.iterdir() if _sha256(p) == sdist.sha256]
-    if not found or _sha256(found[0]) != sdist.sha256:
-        raise RuntimeError(f"sdist {sdist.name}=={sdist.version}: no file in {cache} has sha256 {sdist.sha256}")
-    return found[0]
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def unpack_sdist(archive: Path, dest: Path) -> Path:
-    """Unpack a ``.tar.gz``/``.zip`` sdist into ``dest``; returns its single top-level directory."""
-    if archive.suffix == ".zip":
-        with zipfile.ZipFile(archive) as zipped:
-            zipped.extractall(dest)
-    else:
-        with tarfile.open(archive) as tarred:
-            tarred.extractall(dest, filter="data")
-    (top,) = [p for p in dest.iterdir() if p.is_dir()]
-    return top
 
 
 def apply_patch(root: Path, diff: str, label: str) -> None:
