@@ -136,3 +136,10 @@ def test_offline_swebench_instances_run_through_the_same_path(tmp_path):
     res = launch(tmp_path, "benchmark=swebench_offline", "agent=null", f"data_root={SHARED}", "+sweep=full_levels")
     assert res.returncode == 0, res.stderr[-3000:]
     assert [r for r in runs(tmp_path, "swebench_offline", "null") if r["resolved"]] == []
+
+
+def test_hydra_multirun_runs_each_job_into_its_own_run_directory(tmp_path):
+    res = launch(tmp_path, "--multirun", "agent=oracle,null", "benchmark.limit=1", "levels=[L0]")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert [r["resolved"] for r in runs(tmp_path, "builtin", "oracle")] == [True]
+    assert [r["resolved"] for r in runs(tmp_path, "builtin", "null")] == [False]
