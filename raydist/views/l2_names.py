@@ -1,0 +1,291 @@
+"""Level 2 identifier extraction: which names of a repository are its own (SchrodingerRepo §III-C).
+
+``extract_names(repo)`` parses every ``.py`` file with ``ast`` and collects the
+repository-internal identifiers L2 may remap: package and module names (from the paths),
+classes, functions and methods (at any depth), module- and class-level assignment targets
+and aliases of repository imports. It then removes everything that is, or might be,
+someone else's name, because renaming it would break the code the agent reasons about:
+
+* keywords, builtins, standard-library module names, dunders, names under 3 characters;
+* anything imported from outside the repository (and the module path it came from);
+* attributes read from external objects (``itertools.groupby``, ``"x".join``), and
+  attributes read from objects of unknown origin when the name is an attribute of a
+  builtin type or of an imported standard-library module or class (``self._p.func`` with
+  ``functools`` imported) or when no repository class defines it;
+* keyword arguments of external calls (``sorted(key=...)``); for ``dict(...)`` only the
+  keys that are external attribute names (``dict(groupby=...)`` beside ``itertools``);
+* methods of classes with third-party bases, and methods of classes with standard-library
+  bases that override a base attribute (``setUp`` of a ``unittest.TestCase``).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import importlib
+import inspect
+import keyword
+import re
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+from raydist.views.base import RepoFiles
+
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+STDLIB = frozenset(sys.stdlib_module_names)
+BUILTINS = frozenset(dir(builtins))
+KEYWORDS = frozenset(keyword.kwlist) | frozenset(keyword.softkwlist)
+MIN_LENGTH = 3
+_NO_IMPORT = frozenset({"antigravity", "this", "idlelib", "tkinter", "turtle", "turtledemo", "pydoc_data"})
+_LITERALS = (ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.JoinedStr,
+             ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.BinOp)
+
+
+def is_reserved(name: str) -> str | None:
+    """Why ``name`` can never be remapped (keyword, builtin, stdlib, dunder, short), or None."""
+    if name.startswith("__") and name.endswith("__"):
+        return "dunder"
+    if name in KEYWORDS:
+        return "keyword"
+    if name in BUILTINS:
+        return "builtin"
+    if name in STDLIB:
+        return "stdlib module"
+    if len(name) < MIN_LENGTH or not re.search(r"[A-Za-z]{2}", name):
+        return "too short"
+    return None
+
+
+@dataclass(frozen=True)
+class RepoNames:
+    """The outcome of extraction.
+
+    ``internal``: names to remap; ``excluded``: candidate or seen name -> reason it is kept;
+    ``tokens``: every identifier-like token of the repository's ``.py`` text (strings and
+    comments included), which virtual names must avoid; ``skipped``: path -> parse error.
+    """
+
+    internal: frozenset[str]
+    excluded: Mapping[str, str]
+    tokens: frozenset[str]
+    skipped: Mapping[str, str] = field(default_factory=dict)
+
+
+def importable_roots(paths: Iterable[str]) -> frozenset[str]:
+    """Top-level import names the repository provides: outermost packages and loose modules."""
+    paths = list(paths)
+    packages = {str(PurePosixPath(p).parent) for p in paths if p.endswith("/__init__.py") or p == "__init__.py"}
+    roots = set()
+    for path in paths:
+        parts = PurePosixPath(path[:-3]).parts
+        depth = len(parts) - 1
+        while depth > 0 and "/".join(parts[:depth]) in packages:
+            depth -= 1
+        roots.add(parts[depth])
+    return frozenset(r for r in roots if r.isidentifier())
+
+
+def path_names(paths: Iterable[str]) -> set[str]:
+    """Directory and module names along ``.py`` paths that are identifiers."""
+    return {part for p in paths for part in PurePosixPath(p[:-3]).parts if part.isidentifier()}
+
+
+def _chain_root(node: ast.AST) -> tuple[ast.AST, bool]:
+    """(root expression of an attribute/call/subscript chain, whether it is attributes only)."""
+    plain = True
+    while True:
+        if isinstance(node, ast.Attribute):
+            node = node.value
+        elif isinstance(node, (ast.Call, ast.Subscript)):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("super", "type"):
+                return node, False
+            node, plain = (node.func if isinstance(node, ast.Call) else node.value), False
+        else:
+            return node, plain
+
+
+class _FileScan:
+    """Facts one file contributes; see ``extract_names`` for how they combine."""
+
+    def __init__(self, tree: ast.Module, roots: frozenset[str], package: str) -> None:
+        self.roots, self.package = roots, package
+        self.defined: set[str] = set()
+        self.members: set[str] = set()
+        self.external: dict[str, str] = {}
+        self.ambiguous: set[str] = set()
+        self.dict_keys: set[str] = set()
+        self.stdlib_used: set[str] = set()
+        self.overrides: set[str] = set()
+        self.foreign: set[str] = set()
+        self.ext_bound: set[str] = set()
+        self.ext_std: set[str] = set()
+        self.int_bound: set[str] = set()
+        self._imports(tree)
+        self._definitions(tree)
+        for node in ast.walk(tree):
+            self._use(node)
+
+    def _is_internal_module(self, module: str | None, level: int) -> bool:
+        return level > 0 or (module or "").split(".")[0] in self.roots
+
+    def _imports(self, tree: ast.Module) -> None:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    bound = alias.asname or alias.name.split(".")[0]
+                    self._bind(alias.name, alias.asname, bound, self._is_internal_module(alias.name, 0))
+            elif isinstance(node, ast.ImportFrom):
+                internal = self._is_internal_module(node.module, node.level)
+                if not internal and node.module:
+                    self._exclude(node.module.split("."), f"external module {node.module}")
+                for alias in node.names:
+                    if alias.name != "*":
+                        self._bind(f"{node.module}.{alias.name}" if not internal else alias.name,
+                                   alias.asname, alias.asname or alias.name, internal)
+
+    def _bind(self, name: str, asname: str | None, bound: str, internal: bool) -> None:
+        if internal:
+            self.int_bound.add(bound)
+            if asname:
+                self.defined.add(asname)
+            return
+        self.ext_bound.add(bound)
+        self._exclude([*name.split("."), bound], f"imported from outside ({name})")
+        if name.split(".")[0] in STDLIB:
+            self.ext_std.add(bound)
+            self.stdlib_used.add(name.rsplit(".", 1)[0] if "." in name else name)
+
+    def _exclude(self, names: Iterable[str], reason: str) -> None:
+        for name in names:
+            self.external.setdefault(name, reason)
+
+    def _definitions(self, tree: ast.Module) -> None:
+        for stmt in tree.body:
+            self.defined.update(_targets(stmt))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                self.defined.add(node.name)
+            if isinstance(node, ast.ClassDef):
+                self._class(node)
+
+    def _class(self, node: ast.ClassDef) -> None:
+        names = {n for stmt in node.body for n in _targets(stmt)}
+        names |= {s.name for s in node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+        self.defined |= names
+        self.members |= names
+        kinds = {self._origin(base) for base in node.bases}
+        if kinds & {"third-party", "ambiguous"}:
+            self._exclude(names, f"member of {node.name}, whose base is not the repository's")
+        elif "stdlib" in kinds:
+            self.overrides |= names
+
+    def _origin(self, expr: ast.AST) -> str:
+        root, plain = _chain_root(expr)
+        if isinstance(root, _LITERALS):
+            return "stdlib"
+        if not isinstance(root, ast.Name):
+            return "ambiguous"
+        name = root.id
+        if name in ("self", "cls") or name in self.int_bound or name in self.defined:
+            return "internal" if plain else "ambiguous"
+        if name in self.ext_bound:
+            return "stdlib" if name in self.ext_std else "third-party"
+        if name in BUILTINS:
+            return "stdlib"
+        return "ambiguous"
+
+    def _use(self, node: ast.AST) -> None:
+        if isinstance(node, ast.Attribute):
+            self._attribute(node.value, node.attr)
+        elif isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Name) and func.id in ("getattr", "hasattr", "setattr", "delattr") \
+                    and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) \
+                    and isinstance(node.args[1].value, str):
+                self._attribute(node.args[0], node.args[1].value)
+            keywords = [k.arg for k in node.keywords if k.arg]
+            if isinstance(func, ast.Name) and func.id == "dict" and "dict" not in self.defined:
+                self.dict_keys.update(keywords)
+            elif self._origin(func) in ("stdlib", "third-party"):
+                self._exclude(keywords, "keyword argument of an external call")
+
+    def _attribute(self, base: ast.AST, attr: str) -> None:
+        origin = self._origin(base)
+        if origin in ("stdlib", "third-party"):
+            self._exclude([attr], "attribute of an external object")
+        elif origin == "ambiguous":
+            self.ambiguous.add(attr)
+
+
+def _targets(stmt: ast.stmt) -> set[str]:
+    if isinstance(stmt, ast.Assign):
+        targets = stmt.targets
+    elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
+        targets = [stmt.target]
+    else:
+        return set()
+    return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+
+def external_attributes(stdlib_modules: Iterable[str]) -> frozenset[str]:
+    """Attribute names of builtin types and of the given standard-library modules and their classes."""
+    names: set[str] = set()
+    objects = [obj for obj in vars(builtins).values() if inspect.isclass(obj)]
+    objects += [type(lambda: 0), type(len), type((i for i in ())), type(sys), type(sys.exc_info)]
+    for module_name in sorted(set(stdlib_modules)):
+        if module_name.split(".")[0] in _NO_IMPORT:
+            continue
+        try:
+            module = importlib.import_module(module_name)
+        except Exception:  # a platform-specific module may fail to import; it has no attributes to add
+            continue
+        objects.append(module)
+        objects += [v for v in vars(module).values() if inspect.isclass(v)]
+    for obj in objects:
+        names.update(dir(obj))
+    return frozenset(names)
+
+
+def extract_names(repo: RepoFiles) -> RepoNames:
+    """Repository-internal identifiers of ``repo`` (see the module doc for the rules).
+
+    Files ``ast`` cannot parse still contribute their path names and tokens and are listed
+    in ``skipped``. Raises ValueError when a ``.py`` file is not UTF-8.
+    """
+    paths = repo.python_files()
+    roots = importable_roots(paths)
+    candidates = path_names(paths)
+    tokens: set[str] = set()
+    scans: list[_FileScan] = []
+    skipped: dict[str, str] = {}
+    for path in paths:
+        text = repo.read(path) or ""
+        tokens.update(IDENTIFIER.findall(text))
+        try:
+            tree = ast.parse(text, filename=path)
+        except (SyntaxError, ValueError) as err:
+            skipped[path] = f"{type(err).__name__}: {err}"
+            continue
+        scans.append(_FileScan(tree, roots, str(PurePosixPath(path).parent)))
+    tokens |= candidates
+    excluded: dict[str, str] = {}
+    for scan in scans:
+        candidates |= scan.defined
+        for name, reason in scan.external.items():
+            excluded.setdefault(name, reason)
+    ext_attrs = external_attributes({m for s in scans for m in s.stdlib_used})
+    members = {m for s in scans for m in s.members}
+    for scan in scans:
+        for name in scan.ambiguous:
+            if name in ext_attrs or name not in members:
+                excluded.setdefault(name, "attribute of an object that may be external")
+        for name in (scan.dict_keys | scan.overrides) & ext_attrs:
+            excluded.setdefault(name, "name of an external attribute")
+    for name in candidates:
+        reason = is_reserved(name)
+        if reason:
+            excluded.setdefault(name, reason)
+    internal = frozenset(n for n in candidates if n not in excluded and n.isascii())
+    return RepoNames(internal=internal, excluded=excluded, tokens=frozenset(tokens), skipped=skipped)
