@@ -14,8 +14,11 @@ someone else's name, because renaming it would break the code the agent reasons 
   ``functools`` imported) or when no repository class defines it;
 * keyword arguments of external calls (``sorted(key=...)``); for ``dict(...)`` only the
   keys that are external attribute names (``dict(groupby=...)`` beside ``itertools``);
-* methods of classes with third-party bases, and methods of classes with standard-library
-  bases that override a base attribute (``setUp`` of a ``unittest.TestCase``).
+* names that string literals compose into longer tokens (``'getzero_excepting_KeyError'``
+  beside ``def getzero``), since code builds such strings from ``__name__`` at run time;
+* methods of classes with third-party bases, and class members named like an attribute
+  of a builtin type or a standard-library class, since external code may call them by
+  name (``setUp`` of a ``unittest.TestCase``, ``find_spec`` of an import hook, ``keys``).
 """
 
 from __future__ import annotations
@@ -37,13 +40,16 @@ IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 STDLIB = frozenset(sys.stdlib_module_names)
 BUILTINS = frozenset(dir(builtins))
 KEYWORDS = frozenset(keyword.kwlist) | frozenset(keyword.softkwlist)
-MIN_LENGTH = 3
+#: Shorter symbols (``foo``, ``idx``) are too often also string data or parts of composed
+#: names; module and package names may be one character shorter.
+MIN_LENGTH = 4
+_PROTOCOL_MODULES = ("collections.abc", "importlib.abc", "io", "contextlib", "numbers")
 _NO_IMPORT = frozenset({"antigravity", "this", "idlelib", "tkinter", "turtle", "turtledemo", "pydoc_data"})
 _LITERALS = (ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.JoinedStr,
              ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.BinOp)
 
 
-def is_reserved(name: str) -> str | None:
+def is_reserved(name: str, min_length: int = MIN_LENGTH) -> str | None:
     """Why ``name`` can never be remapped (keyword, builtin, stdlib, dunder, short), or None."""
     if name.startswith("__") and name.endswith("__"):
         return "dunder"
@@ -53,7 +59,7 @@ def is_reserved(name: str) -> str | None:
         return "builtin"
     if name in STDLIB:
         return "stdlib module"
-    if len(name) < MIN_LENGTH or not re.search(r"[A-Za-z]{2}", name):
+    if len(name) < min_length or not re.search(r"[A-Za-z]{2}", name):
         return "too short"
     return None
 
@@ -117,8 +123,7 @@ class _FileScan:
         self.ambiguous: set[str] = set()
         self.dict_keys: set[str] = set()
         self.stdlib_used: set[str] = set()
-        self.overrides: set[str] = set()
-        self.foreign: set[str] = set()
+        self.strings: set[str] = set()
         self.ext_bound: set[str] = set()
         self.ext_std: set[str] = set()
         self.int_bound: set[str] = set()
@@ -178,8 +183,6 @@ class _FileScan:
         kinds = {self._origin(base) for base in node.bases}
         if kinds & {"third-party", "ambiguous"}:
             self._exclude(names, f"member of {node.name}, whose base is not the repository's")
-        elif "stdlib" in kinds:
-            self.overrides |= names
 
     def _origin(self, expr: ast.AST) -> str:
         root, plain = _chain_root(expr)
@@ -197,7 +200,9 @@ class _FileScan:
         return "ambiguous"
 
     def _use(self, node: ast.AST) -> None:
-        if isinstance(node, ast.Attribute):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            self.strings.update(IDENTIFIER.findall(node.value))
+        elif isinstance(node, ast.Attribute):
             self._attribute(node.value, node.attr)
         elif isinstance(node, ast.Call):
             func = node.func
@@ -227,6 +232,12 @@ def _targets(stmt: ast.stmt) -> set[str]:
     else:
         return set()
     return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+
+def _snake_parts(token: str) -> set[str]:
+    """Every run of consecutive ``_``-separated parts of ``token`` (``a_b_c`` -> ``a``, ``a_b``...)."""
+    parts = token.split("_")
+    return {"_".join(parts[i:j]) for i in range(len(parts)) for j in range(i + 1, len(parts) + 1)}
 
 
 def external_attributes(stdlib_modules: Iterable[str]) -> frozenset[str]:
@@ -275,16 +286,22 @@ def extract_names(repo: RepoFiles) -> RepoNames:
         candidates |= scan.defined
         for name, reason in scan.external.items():
             excluded.setdefault(name, reason)
-    ext_attrs = external_attributes({m for s in scans for m in s.stdlib_used})
+    ext_attrs = external_attributes({m for s in scans for m in s.stdlib_used} | set(_PROTOCOL_MODULES))
     members = {m for s in scans for m in s.members}
+    for name in members & ext_attrs:
+        excluded.setdefault(name, "class member named like an external attribute")
     for scan in scans:
         for name in scan.ambiguous:
             if name in ext_attrs or name not in members:
                 excluded.setdefault(name, "attribute of an object that may be external")
-        for name in (scan.dict_keys | scan.overrides) & ext_attrs:
+        for name in scan.dict_keys & ext_attrs:
             excluded.setdefault(name, "name of an external attribute")
+    for token in {t for s in scans for t in s.strings} - candidates:
+        for name in _snake_parts(token) & candidates:
+            excluded.setdefault(name, f"composed into the string token {token}")
+    modules = path_names(paths)
     for name in candidates:
-        reason = is_reserved(name)
+        reason = is_reserved(name, MIN_LENGTH - 1 if name in modules else MIN_LENGTH)
         if reason:
             excluded.setdefault(name, reason)
     internal = frozenset(n for n in candidates if n not in excluded and n.isascii())
