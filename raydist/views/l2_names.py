@@ -30,6 +30,7 @@ import inspect
 import keyword
 import re
 import sys
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -275,7 +276,9 @@ def extract_names(repo: RepoFiles) -> RepoNames:
         text = repo.read(path) or ""
         tokens.update(IDENTIFIER.findall(text))
         try:
-            tree = ast.parse(text, filename=path)
+            with warnings.catch_warnings():  # the repository's own warnings (bad escapes) are not ours
+                warnings.simplefilter("ignore")
+                tree = ast.parse(text, filename=path)
         except (SyntaxError, ValueError) as err:
             skipped[path] = f"{type(err).__name__}: {err}"
             continue
