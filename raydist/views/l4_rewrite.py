@@ -33,6 +33,7 @@ import random
 import re
 import symtable
 from collections import Counter
+from collections.abc import Sequence
 
 import libcst as cst
 
@@ -43,6 +44,7 @@ _EMPTY = cst.Module(body=[])
 _SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
 _GUARDS = (cst.Try, cst.TryStar, cst.With)
 _ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
+_ANY = (cst.BaseExpression,)  # a statement header only needs parentheses across lines
 PASSES = ("rename", "invert", "loops", "swap", "augment")
 
 
@@ -388,10 +390,10 @@ class _Loops(_Pass):
             return None
         lines, depth = [f"{name} = []"], 0
         for f in fors:
-            lines.append("    " * depth + f"for {_code(f.target)} in {_wrap(f.iter)}:")
+            lines.append("    " * depth + f"for {_code(f.target)} in {_wrap(f.iter, _ANY)}:")
             depth += 1
             for c in f.ifs:
-                lines.append("    " * depth + f"if {_wrap(c.test)}:")
+                lines.append("    " * depth + f"if {_wrap(c.test, _ANY)}:")
                 depth += 1
         lines.append("    " * depth + f"{name}.append({_code(comp.elt)})")
         body = cst.parse_module("\n".join(lines) + "\n").body
@@ -417,11 +419,12 @@ def _apply(func: cst.FunctionDef, name: str, rng: random.Random, p: float, taken
     return func.with_changes(body=body)
 
 
-def _rewrite_function(func: cst.FunctionDef, qualname: str, seed: int, taken: set[str]) -> cst.FunctionDef:
+def _rewrite_function(func: cst.FunctionDef, qualname: str, seed: int, taken: set[str],
+                      passes: tuple[str, ...]) -> cst.FunctionDef:
     if not isinstance(func.body, cst.IndentedBlock) or _is_dynamic(func):
         return func
     rng = random.Random(_function_seed(qualname, seed))
-    order = rng.sample(PASSES, len(PASSES))
+    order = rng.sample(passes, len(passes))
     for p in (0.5, 1.0):  # a second, full attempt when the coin flips changed nothing
         current = func
         for name in order:
@@ -443,8 +446,9 @@ def _compiles(func: cst.FunctionDef) -> bool:
 
 
 class _Target(cst.CSTTransformer):
-    def __init__(self, qualname: str, seed: int, taken: set[str]) -> None:
-        self.qualname, self.seed, self.taken, self.stack, self.found = qualname, seed, taken, [], 0
+    def __init__(self, qualname: str, seed: int, taken: set[str], passes: tuple[str, ...]) -> None:
+        self.qualname, self.seed, self.taken, self.passes = qualname, seed, taken, passes
+        self.stack, self.found = [], 0
 
     def visit_ClassDef(self, node) -> bool:
         self.stack.append(node.name.value)
@@ -461,20 +465,25 @@ class _Target(cst.CSTTransformer):
         if ".".join([*self.stack, original.name.value]) != self.qualname:
             return updated
         self.found += 1
-        return _rewrite_function(updated, self.qualname, self.seed * 1000 + self.found, self.taken)
+        return _rewrite_function(updated, self.qualname, self.seed * 1000 + self.found, self.taken,
+                                 self.passes)
 
 
-def rewrite_function_source(module_source: str, qualname: str, seed: int) -> str:
+def rewrite_function_source(module_source: str, qualname: str, seed: int, passes: Sequence[str] = PASSES) -> str:
     """``module_source`` with every function named ``qualname`` (``f``, ``Cls.meth``,
     ``Outer.Inner.meth``) rewritten as the module doc describes, chosen by ``seed``.
 
-    Everything outside those functions' bodies is byte-identical. A function with nothing
-    safe to change comes back unchanged. Raises ``libcst.ParserSyntaxError`` on unparsable
-    source and ``KeyError`` when no function has that qualified name.
+    ``passes`` restricts the transformations (names from ``PASSES``). Everything outside
+    those functions' bodies is byte-identical. A function with nothing safe to change comes
+    back unchanged. Raises ``libcst.ParserSyntaxError`` on unparsable source, ``KeyError``
+    when no function has that qualified name, ``ValueError`` on an unknown pass.
     """
+    unknown = sorted(set(passes) - set(PASSES))
+    if unknown:
+        raise ValueError(f"unknown L4 passes {unknown}; known: {', '.join(PASSES)}")
     module = cst.parse_module(module_source)
     taken = set(re.findall(r"[A-Za-z_]\w*", module_source))
-    target = _Target(qualname, seed, taken)
+    target = _Target(qualname, seed, taken, tuple(passes))
     new = module.visit(target)
     if not target.found:
         raise KeyError(f"no function {qualname!r} at module or class level")
