@@ -120,6 +120,16 @@ def test_loop_whose_target_is_used_after_stays_a_loop():
     assert _one(src, ["loops"]) == src
 
 
+def test_loop_building_a_list_a_nested_function_reads_stays_a_loop():
+    src = "def f(xs):\n    def g():\n        return len(out)\n    out = []\n    for x in xs:\n        out.append(g())\n    return out\n"
+    assert _one(src, ["loops"]) == src
+
+
+def test_loop_building_a_global_list_stays_a_loop():
+    src = "def f(xs):\n    global out\n    out = []\n    for x in xs:\n        out.append(x)\n    return out\n"
+    assert _one(src, ["loops"]) == src
+
+
 def test_loop_inside_try_stays_a_loop():
     src = "def f(xs):\n    try:\n        out = []\n        for x in xs:\n            out.append(1 / x)\n    except ZeroDivisionError:\n        return out\n"
     assert _one(src, ["loops"]) == src

@@ -233,7 +233,9 @@ def _int_update(small, name: str) -> bool:
 def _int_locals(func: cst.FunctionDef) -> set[str]:
     """Locals every binding of which keeps them an int (see ``_int_update``)."""
     good, bad = set(), set(_nested_scope_names(func.body))
-    bad |= {p.name.value for p in func.params.params + func.params.posonly_params + func.params.kwonly_params}
+    params = [*func.params.params, *func.params.posonly_params, *func.params.kwonly_params,
+              func.params.star_arg, func.params.star_kwarg]
+    bad |= {p.name.value for p in params if isinstance(p, cst.Param)}
 
     class Bindings(cst.CSTVisitor):
         def on_visit(self, n: cst.CSTNode) -> bool:
@@ -327,9 +329,10 @@ def _wrap(node: cst.BaseExpression, atoms=_ATOMS) -> str:
 
 
 class _Loops(_Pass):
-    def __init__(self, rng, p, counts: Counter) -> None:
+    def __init__(self, rng, p, counts: Counter, blocked: set[str]) -> None:
         super().__init__(rng, p)
         self.counts = counts  # Name occurrences in the whole function
+        self.blocked = blocked  # names other scopes can see: a callee could observe the list's binding
 
     def _private(self, names: list[str], within: cst.CSTNode) -> bool:
         inner = Counter(_names(within))
@@ -352,7 +355,7 @@ class _Loops(_Pass):
 
     def _to_comp(self, init, loop):
         name = _empty_list_target(init)
-        if name is None or not isinstance(loop, cst.For) or loop.orelse or loop.asynchronous:
+        if name is None or name in self.blocked or not isinstance(loop, cst.For) or loop.orelse or loop.asynchronous:
             return None
         small, cond = _one_small(loop.body), None
         if small is None and isinstance(loop.body, cst.IndentedBlock) and len(loop.body.body) == 1:
@@ -380,6 +383,8 @@ class _Loops(_Pass):
                 and isinstance(small.targets[0].target, cst.Name) and isinstance(small.value, cst.ListComp)):
             return None
         name, comp = small.targets[0].target.value, small.value
+        if name in self.blocked:
+            return None
         fors, node = [], comp.for_in
         while node is not None:
             fors.append(node)
@@ -400,6 +405,21 @@ class _Loops(_Pass):
         return [body[0].with_changes(leading_lines=stmt.leading_lines), body[1]]
 
 
+def _visible_names(body: cst.CSTNode) -> set[str]:
+    """Names a nested scope uses or a ``global``/``nonlocal`` statement declares."""
+    names = _nested_scope_names(body)
+
+    class Declared(cst.CSTVisitor):
+        def visit_Global(self, node) -> None:
+            names.update(item.name.value for item in node.names)
+
+        def visit_Nonlocal(self, node) -> None:
+            names.update(item.name.value for item in node.names)
+
+    body.visit(Declared())
+    return names
+
+
 def _function_seed(qualname: str, seed: int) -> int:
     return int.from_bytes(hashlib.sha256(f"L4\0{qualname}\0{seed}".encode()).digest()[:8], "big")
 
@@ -415,7 +435,7 @@ def _apply(func: cst.FunctionDef, name: str, rng: random.Random, p: float, taken
     elif name == "augment":
         body = body.visit(_Augment(rng, p, _int_locals(func)))
     elif name == "loops":
-        body = body.visit(_Loops(rng, p, Counter(_names(func.body))))
+        body = body.visit(_Loops(rng, p, Counter(_names(func.body)), _visible_names(func.body)))
     return func.with_changes(body=body)
 
 
