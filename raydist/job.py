@@ -41,6 +41,19 @@ class Job:
     @classmethod
     def from_config(cls, cfg: DictConfig, run_dir: str | Path) -> "Job":
         """Resolve and validate ``cfg``. Raises ``JobError`` naming the bad input."""
+        from omegaconf.errors import OmegaConfBaseException
+
+        try:
+            return cls._from_config(cfg, run_dir)
+        except OmegaConfBaseException as exc:
+            key = getattr(exc, "full_key", None) or "?"
+            message = str(getattr(exc, "msg", None) or exc).splitlines()[0]
+            raise JobError(f"config key {key}: {message}; set it on the command line, e.g. {key}=...") from exc
+        except (TypeError, ValueError) as exc:
+            raise JobError(f"invalid setting: {exc}") from exc
+
+    @classmethod
+    def _from_config(cls, cfg: DictConfig, run_dir: str | Path) -> "Job":
         agent = "null" if cfg.agent is None else str(cfg.agent)
         if agent not in cfg.agents:
             raise JobError(f"agent={agent!r} is not defined; choose one of {', '.join(cfg.agents)}")
@@ -50,9 +63,10 @@ class Job:
         local = OmegaConf.to_container(cfg.local_models, resolve=True).get(model)
         if kind == "llm" and local is None:
             _check_hosted_model(model)
+        _check_settings(kind, agent, agent_cfg, cfg)
         instances = _load(cfg)
-        levels = _levels(cfg.levels)
-        seeds = list(cfg.seeds) if not isinstance(cfg.seeds, int) else [cfg.seeds]
+        levels = _unique("levels", _levels(cfg.levels))
+        seeds = _unique("seeds", [int(s) for s in ([cfg.seeds] if isinstance(cfg.seeds, int) else cfg.seeds)])
         view_options = OmegaConf.to_container(cfg.view, resolve=True)
         settings_for_hash = dict(agent_cfg)
         if kind == "llm":
@@ -60,6 +74,9 @@ class Job:
         config_hash = unit_config_hash(agent, settings_for_hash, view_options)
         units = build_plan(instances, model=model, agent=agent, levels=levels, seeds=seeds,
                            config_hash=config_hash)
+        if not units:
+            raise JobError(f"the plan is empty: {len(instances)} instances x levels={levels} x seeds={seeds}; "
+                           "check benchmark.source, benchmark.ids/limit, levels and seeds")
         sandbox = cfg.sandbox
         settings = UnitSettings(
             agent_kind=kind, agent_settings=agent_cfg, view_options=view_options,
@@ -73,6 +90,33 @@ class Job:
         return cls(units=units, instances={i.instance_id: i for i in instances}, settings=settings,
                    ray=ray_opts, model=model, model_cfg=local if kind == "llm" else None, agent=agent,
                    run_dir=Path(run_dir), retry_errors=bool(cfg.resume.retry_errors), title=title)
+
+
+def _unique(name: str, values: list) -> list:
+    repeated = sorted({str(v) for v in values if values.count(v) > 1})
+    if repeated:
+        raise JobError(f"{name} lists {', '.join(repeated)} more than once; each unit must run once")
+    return values
+
+
+def _check_settings(kind: str, agent: str, agent_cfg: dict, cfg: DictConfig) -> None:
+    """Build every settings object once here, so a bad value fails before any unit runs."""
+    from raydist.agents import AgentSettings
+    from raydist.sandbox import Limits
+    from raydist.views import ViewOptions
+
+    checks = [(f"agents.{agent}", lambda: AgentSettings(**agent_cfg)),
+              ("view", lambda: ViewOptions(**OmegaConf.to_container(cfg.view, resolve=True))),
+              ("sandbox.limits", lambda: Limits(**OmegaConf.to_container(cfg.sandbox.limits, resolve=True)))]
+    for key, build in checks:
+        try:
+            build()
+        except (TypeError, ValueError) as exc:
+            raise JobError(f"{key}: {exc}") from exc
+    if int(cfg.cluster.max_concurrency) < 1:
+        raise JobError(f"cluster.max_concurrency={cfg.cluster.max_concurrency}: must be at least 1")
+    if float(cfg.cluster.cpus_per_unit) <= 0:
+        raise JobError(f"cluster.cpus_per_unit={cfg.cluster.cpus_per_unit}: must be above 0")
 
 
 def _check_hosted_model(model: str) -> None:
@@ -89,7 +133,9 @@ def _load(cfg: DictConfig) -> list:
 
     bench = cfg.benchmark
     try:
-        ids = list(bench.ids) if bench.ids else None
+        ids = [bench.ids] if isinstance(bench.ids, str) else (list(bench.ids) if bench.ids else None)
+        if bench.limit is not None and not isinstance(bench.limit, int):
+            raise JobError(f"benchmark.limit={bench.limit!r}: give a whole number of instances, or null for all")
         return load_instances(str(bench.source), ids=ids, limit=bench.limit)
     except MalformedInstance as exc:
         raise JobError(f"benchmark={bench.name}: {exc}") from exc
@@ -135,6 +181,8 @@ def run_job(job: Job) -> None:
         signal.signal(signal.SIGTERM, _raise_interrupt)
         try:
             _execute(job, todo, store)
+        except OSError as exc:
+            raise JobError(f"{exc}; free space or choose another output_root (finished rows are kept)") from exc
         except KeyboardInterrupt:
             interrupted = True
             print("\ninterrupted: finished rows are kept; run the same command again to resume",
@@ -145,10 +193,33 @@ def run_job(job: Job) -> None:
     table = store.compile(keys)
     note = "Interrupted before the plan finished." if interrupted else ""
     report = to_markdown(summarise(table), title=job.title, planned=len(job.units), note=note)
+    report += error_digest(table)
     (job.run_dir / "summary.md").write_text(report)
     print(report, flush=True)
     if interrupted:
         sys.exit(130)
+    if any(kind == "infrastructure" for kind in table.column("error_kind").to_pylist()):
+        sys.exit(1)  # the tables are complete, but some units must run again: say so to scripts
+
+
+def error_digest(table, limit: int = 10) -> str:
+    """Markdown list of the distinct errors in ``table`` (first ``limit``), each with its count,
+    kind and one example unit, so a failed unit is visible without opening the Parquet file."""
+    seen: dict[str, list] = {}
+    for row in table.select(["instance_id", "level", "seed", "error", "error_kind"]).to_pylist():
+        if row["error"]:
+            first_line = row["error"].strip().splitlines()[0][:300]
+            seen.setdefault(first_line, [0, row])[0] += 1
+    if not seen:
+        return ""
+    lines = ["", "## Errors", ""]
+    for message, (count, row) in list(seen.items())[:limit]:
+        lines.append(f"- {count} x [{row['error_kind']}] {message} (e.g. {row['instance_id']} {row['level']} seed {row['seed']})")
+    if len(seen) > limit:
+        lines.append(f"- ... and {len(seen) - limit} more distinct errors: see the `error` column of runs.parquet")
+    lines.append("")
+    lines.append("Infrastructure errors run again when the same command is repeated; input errors are the instance's.")
+    return "\n".join(lines) + "\n"
 
 
 def _execute(job: Job, todo: list[RunUnit], store) -> None:
@@ -157,6 +228,8 @@ def _execute(job: Job, todo: list[RunUnit], store) -> None:
     from raydist.cluster.serving import serve_model
 
     init_ray(job.ray)
+    signal.signal(signal.SIGTERM, _raise_interrupt)  # ray.init installs its own handler
+    _check_capacity(job.ray)
     recipes = {job.instances[u.instance_id].recipe.key(): job.instances[u.instance_id].recipe
                for u in todo if job.instances[u.instance_id].recipe is not None}
     failed = build_images(recipes, job.settings, job.ray)
@@ -179,6 +252,16 @@ def _execute(job: Job, todo: list[RunUnit], store) -> None:
         raise JobError(f"model={job.model}: the model server did not start: {exc}") from exc
     finally:
         progress.close()
+
+
+def _check_capacity(options: RayOptions) -> None:
+    import ray
+
+    cpus = ray.cluster_resources().get("CPU", 0)
+    for key, need in (("cluster.cpus_per_unit", options.cpus_per_unit),
+                      ("cluster.image_build_cpus", options.image_build_cpus)):
+        if need > cpus:
+            raise JobError(f"{key}={need} but the Ray cluster has {cpus:g} CPUs: no unit could ever be scheduled")
 
 
 def _error_row(unit: RunUnit, message: str) -> dict:

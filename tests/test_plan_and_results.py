@@ -123,3 +123,27 @@ def test_redact_masks_credential_fields_and_secret_values():
     out = redact(data, secrets=[secret])
     assert out == {"model": {"api_key": "<redacted>", "max_tokens": 10},
                    "messages": [{"content": "key is <redacted>"}], "input_tokens": 5}
+
+
+def test_trajectory_file_name_cannot_leave_the_run_directory():
+    from raydist.cluster.unit import trajectory_name
+
+    unit = RunUnit("../../etc/x y", "h", "m", "oracle", "L0", 0, "c")
+    name = trajectory_name(unit)
+    assert name == f"etc_x_y__L0__s0__{unit.key[:8]}.traj.json"
+    assert "/" not in trajectory_name(RunUnit("/tmp/a/b", "h", "m", "oracle", "L3", 2, "c"))
+
+
+def test_error_digest_lists_each_distinct_error_once_with_its_count(tmp_path):
+    from raydist.job import error_digest
+
+    store = ResultStore(tmp_path)
+    units = _units()
+    store.write_row(_row(units[0], error="docker died\ntraceback...", error_kind="infrastructure"))
+    store.write_row(_row(units[1], error="docker died\nother", error_kind="infrastructure"))
+    store.write_row(_row(units[2], error="patch does not apply: x", error_kind="input"))
+    store.write_row(_row(units[3]))
+    digest = error_digest(store.compile([u.key for u in units]))
+    assert "- 2 x [infrastructure] docker died (e.g. a__x-1 L0 seed 0)" in digest
+    assert "- 1 x [input] patch does not apply: x (e.g. a__x-1 L0 seed 2)" in digest
+    assert error_digest(store.compile([units[3].key])) == ""

@@ -93,3 +93,9 @@ def test_content_hash_changes_with_a_field():
     assert len(inst.content_hash()) == 16
     assert inst.content_hash() == instance_from_record(record(), "y:2").content_hash()
     assert inst.content_hash() != instance_from_record(record(problem_statement="S2"), "x:1").content_hash()
+
+
+@pytest.mark.parametrize("form", [[], "[]", "()"])
+def test_empty_fail_to_pass_is_refused_since_every_patch_would_resolve(form):
+    with pytest.raises(MalformedInstance, match=r"x\.jsonl:3: field 'FAIL_TO_PASS' is empty"):
+        instance_from_record(record(FAIL_TO_PASS=form), "x.jsonl:3")

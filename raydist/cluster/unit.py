@@ -9,6 +9,7 @@ graded in a fresh container -> one row.
 from __future__ import annotations
 
 import json
+import re
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -87,7 +88,7 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint) -> dict:
     repo = RepoFiles(Path(image.repo_dir))
     view = build_view(instance, repo, unit.level, unit.seed, _view_options(settings.view_options))
     limits = Limits(**settings.limits)
-    traj_path = Path(settings.run_dir) / "trajectories" / f"{instance.instance_id}__{unit.level}__s{unit.seed}__{unit.key[:8]}.traj.json"
+    traj_path = Path(settings.run_dir) / "trajectories" / trajectory_name(unit)
 
     t0 = time.time()
     from raydist.sandbox import Sandbox
@@ -120,8 +121,17 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint) -> dict:
         pass_to_pass_total=len(instance.PASS_TO_PASS),
     )
     if result.error:
-        out.update(error=result.error, error_kind="input" if not result.applied else "infrastructure")
+        # A model patch that does not apply is the agent's outcome; a test patch or test command
+        # that fails is the instance's problem. Neither is retried: rerunning changes nothing.
+        out.update(error=result.error, error_kind="input")
     return out
+
+
+def trajectory_name(unit: RunUnit) -> str:
+    """File name of a unit's trajectory: the instance id made safe for a file name (an id is
+    data from an instance file and must never steer where raydist writes), level, seed, key."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", unit.instance_id).lstrip("._")[:120] or "instance"
+    return f"{slug}__{unit.level}__s{unit.seed}__{unit.key[:8]}.traj.json"
 
 
 def _view_options(options: dict):

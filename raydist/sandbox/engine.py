@@ -73,8 +73,11 @@ def sweep_orphans(client: docker.DockerClient) -> int:
     """
     host = socket.gethostname()
     removed = 0
-    for container in client.containers.list(all=True, filters={"label": OWNER_LABEL}):
-        if not _is_orphan(container.labels.get(OWNER_LABEL, ""), host):
+    # sparse: labels come with the listing, so a container removed concurrently (by another
+    # launch's sweep or its owner) cannot fail an inspect here.
+    for container in client.containers.list(all=True, sparse=True, filters={"label": OWNER_LABEL}):
+        labels = container.attrs.get("Labels") or {}  # the sparse listing's own field
+        if not _is_orphan(labels.get(OWNER_LABEL, ""), host):
             continue
         try:
             container.remove(force=True)

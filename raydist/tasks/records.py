@@ -50,6 +50,9 @@ def instance_from_record(
     if not text["instance_id"].strip():
         raise MalformedInstance(source, "instance_id", "is empty")
     tests = {name: _string_tuple(_required(record, name, source), name, source, "test ids") for name in TEST_LISTS}
+    if not tests["FAIL_TO_PASS"]:
+        # With no test that the fix must turn green, every patch (even an empty one) "resolves".
+        raise MalformedInstance(source, "FAIL_TO_PASS", "is empty: an instance needs at least one test its fix makes pass")
     recipe = _recipe(record, source, default_install)
     consumed = set(REQUIRED_TEXT) | set(OPTIONAL_TEXT) | set(TEST_LISTS)
     if recipe is not None:
