@@ -33,7 +33,15 @@ def runs(out: Path, benchmark: str, agent: str, model: str = "gemma3-270m") -> l
 
 
 def raydist_containers() -> list:
-    return docker.from_env().containers.list(all=True, filters={"label": "raydist.owner"})
+    """raydist containers whose owning process is gone: what a finished launch must not leave.
+    (Containers of other live raydist processes sharing this daemon are not this test's.)"""
+    left = []
+    for c in docker.from_env().containers.list(all=True, sparse=True, filters={"label": "raydist.owner"}):
+        owner = (c.attrs.get("Labels") or {}).get("raydist.owner", "")
+        pid = owner.rpartition(":")[2]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            left.append(c.id)
+    return left
 
 
 def test_oracle_resolves_every_builtin_unit_and_null_resolves_none(tmp_path):
