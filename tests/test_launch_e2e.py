@@ -24,7 +24,9 @@ pytestmark = [pytest.mark.docker, pytest.mark.ray]
 
 
 def launch(out: Path, *overrides: str, timeout: float = 1500) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "raydist.launch", f"output_root={out}", *overrides]
+    flags = [o for o in overrides if o.startswith("--")]  # Hydra's flags come before overrides
+    rest = [o for o in overrides if not o.startswith("--")]
+    cmd = [sys.executable, "-m", "raydist.launch", *flags, f"output_root={out}", *rest]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 
