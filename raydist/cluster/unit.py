@@ -113,7 +113,8 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint) -> dict:
     t1 = time.time()
     result = grade(client, instance, image.tag, patch, timeout=settings.grading_timeout_s, limits=limits)
     out.update(
-        resolved=bool(result.resolved), model_patch=patch, patch_applied=result.applied,
+        # An empty submission has nothing to apply: null, not a misleading True.
+        resolved=bool(result.resolved), model_patch=patch, patch_applied=result.applied if patch else None,
         apply_method=result.apply_method, grading_seconds=round(time.time() - t1, 3),
         fail_to_pass_passed=sum(1 for s in result.fail_to_pass.values() if s == "PASSED"),
         fail_to_pass_total=len(instance.FAIL_TO_PASS),
