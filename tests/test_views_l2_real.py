@@ -10,8 +10,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tarfile
-import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -22,25 +20,9 @@ from raydist.views.base import RepoFiles
 from raydist.views.l2_namespace import namespace_level, namespace_mapping  # noqa: F401  (registers L2)
 from raydist.views.translator import NamespaceTranslator
 
-CACHE = Path(tempfile.gettempdir()) / "raydist-test-sdists"
 IDENTITY = "pytoolz/toolz"
 PROBE = ("from toolz.itertoolz import merge_sorted\n\n\n"
          "def test_probe():\n    list(merge_sorted([1, 2], ['a'], key=None))\n")
-
-
-@pytest.fixture(scope="session")
-def toolz_src(tmp_path_factory) -> Path:
-    archive = CACHE / "toolz-1.0.0.tar.gz"
-    if not archive.exists():
-        CACHE.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "toolz==1.0.0", "-d", str(CACHE)]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        if done.returncode != 0 or not archive.exists():
-            pytest.skip(f"cannot download the toolz 1.0.0 sdist from PyPI: {done.stderr.strip()[-300:]}")
-    root = tmp_path_factory.mktemp("toolz-l2")
-    with tarfile.open(archive) as tar:
-        tar.extractall(root, filter="data")
-    return root / "toolz-1.0.0"
 
 
 @pytest.fixture(scope="session")

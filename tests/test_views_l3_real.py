@@ -11,8 +11,6 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import tarfile
-import tempfile
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
@@ -21,23 +19,7 @@ import pytest
 
 from raydist.views import RepoFiles, ViewOptions, build_view, reorder_file
 
-CACHE = Path(tempfile.gettempdir()) / "raydist-test-sdists"
 SITE = Path(sysconfig.get_paths()["purelib"])
-
-
-@pytest.fixture(scope="session")
-def toolz_src(tmp_path_factory) -> Path:
-    archive = CACHE / "toolz-1.0.0.tar.gz"
-    if not archive.exists():
-        CACHE.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "toolz==1.0.0", "-d", str(CACHE)]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        if done.returncode != 0 or not archive.exists():
-            pytest.skip(f"cannot download the toolz 1.0.0 sdist from PyPI: {done.stderr.strip()[-300:]}")
-    root = tmp_path_factory.mktemp("toolz")
-    with tarfile.open(archive) as tar:
-        tar.extractall(root, filter="data")
-    return root / "toolz-1.0.0"
 
 
 def is_test_file(path: str) -> bool:

@@ -7,7 +7,6 @@ import ast
 import shutil
 import subprocess
 import sys
-import tarfile
 import time
 from pathlib import Path
 
@@ -19,7 +18,6 @@ from raydist.views.l4_rewrite import (
     same_interface,
 )
 
-SDIST_DIR = Path("/tmp/raydist-test-sdists")
 TOOLZ = "toolz-1.0.0"
 
 
@@ -204,16 +202,8 @@ def test_functions_enclosing_patch_names_innermost_function_per_hunk():
 
 
 @pytest.fixture(scope="session")
-def toolz_tree(tmp_path_factory) -> Path:
-    sdist = SDIST_DIR / f"{TOOLZ}.tar.gz"
-    if not sdist.exists():
-        SDIST_DIR.mkdir(parents=True, exist_ok=True)
-        pip = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "toolz==1.0.0"]
-        subprocess.run([*pip, "-d", str(SDIST_DIR)], check=True, capture_output=True, timeout=300)
-    root = tmp_path_factory.mktemp("toolz")
-    with tarfile.open(sdist) as tar:
-        tar.extractall(root, filter="data")
-    return root / TOOLZ
+def toolz_tree(toolz_src) -> Path:
+    return toolz_src
 
 
 @pytest.fixture(scope="session")
