@@ -98,7 +98,10 @@ def oracle(*, view, sandbox, instance, read_original: Callable[[str], str | None
     for path in paths:
         text = patched[path]
         rendered = None if text is None else view.render_file(path, text)
-        commands += write_file_commands(view.translator.to_view(path), rendered)
+        # base64 hides the content from the environment's command translation, so the bytes
+        # written are translated here: the physical repository keeps original names (§III-C).
+        content = None if rendered is None else view.translator.to_original(rendered)
+        commands += write_file_commands(view.translator.to_view(path), content)
     return _run_script("oracle", [*commands, SUBMIT_COMMAND], view=view, sandbox=sandbox,
                        settings=settings, trajectory_path=trajectory_path)
 
