@@ -63,14 +63,16 @@ class Job:
         local = OmegaConf.to_container(cfg.local_models, resolve=True).get(model)
         if kind == "llm" and local is None:
             _check_hosted_model(model)
-        _check_settings(kind, agent, agent_cfg, cfg)
+        _check_settings(agent, agent_cfg, cfg)
         instances = _load(cfg)
         levels = _unique("levels", _levels(cfg.levels))
         seeds = _unique("seeds", [int(s) for s in ([cfg.seeds] if isinstance(cfg.seeds, int) else cfg.seeds)])
         view_options = OmegaConf.to_container(cfg.view, resolve=True)
         settings_for_hash = dict(agent_cfg)
-        if kind == "llm":
-            settings_for_hash["model_server"] = local or {}
+        if kind == "llm" and local:
+            # What the model answers depends on these, not on the server's CPUs or timeouts.
+            settings_for_hash["model_server"] = {k: local.get(k) for k in
+                                                 ("litellm_model", "model_path", "command", "grammar_server")}
         config_hash = unit_config_hash(agent, settings_for_hash, view_options)
         units = build_plan(instances, model=model, agent=agent, levels=levels, seeds=seeds,
                            config_hash=config_hash)
@@ -99,7 +101,7 @@ def _unique(name: str, values: list) -> list:
     return values
 
 
-def _check_settings(kind: str, agent: str, agent_cfg: dict, cfg: DictConfig) -> None:
+def _check_settings(agent: str, agent_cfg: dict, cfg: DictConfig) -> None:
     """Build every settings object once here, so a bad value fails before any unit runs."""
     from raydist.agents import AgentSettings
     from raydist.sandbox import Limits
