@@ -26,9 +26,10 @@ TIMEOUT_CODES = (124, 137)  # coreutils `timeout`: TERM sent -> 124, KILL sent -
 # `timeout` runs the command in a process group of its own and signals that group when the
 # limit is reached. Processes the command left in the background would outlive it, so once
 # `timeout` returns, whatever remains of its group is killed too (repeatedly: a fork loop may
-# still be spawning). `$0` is the user's command.
+# still be spawning). `$0` is the user's command. Its stderr joins stdout in the shell, so the
+# output keeps the order in which the command wrote it (Docker's two streams would not).
 _WRAPPER = (
-    'timeout -k {grace} {limit} bash -lc "$0" & p=$!; wait $p; rc=$?; '
+    'timeout -k {grace} {limit} bash -lc "$0" 2>&1 & p=$!; wait $p; rc=$?; '
     "n=0; while kill -9 -- -$p 2>/dev/null && [ $((n+=1)) -lt 1000 ]; do :; done; exit $rc"
 )
 
