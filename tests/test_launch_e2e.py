@@ -123,29 +123,17 @@ def test_unreachable_docker_daemon_is_named(tmp_path):
 
 
 @pytest.mark.shared_data
-@pytest.mark.skipif(not SHARED.exists(), reason="../shared/data is absent: the realfix tasks live there")
-def test_realfix_tasks_run_through_the_same_path(tmp_path):
-    res = launch(tmp_path, "benchmark=realfix", "agent=oracle", f"data_root={SHARED}", "+sweep=full_levels")
+@pytest.mark.skipif(not SHARED.exists(), reason="../shared/data is absent: the realfix and offline SWE-bench tasks live there")
+@pytest.mark.parametrize("benchmark, n_instances", [("realfix", 6), ("swebench_offline", 3)])
+def test_reference_task_files_run_through_the_same_path(tmp_path, benchmark, n_instances):
+    res = launch(tmp_path, f"benchmark={benchmark}", "agent=oracle", f"data_root={SHARED}", "+sweep=full_levels")
     assert res.returncode == 0, res.stderr[-3000:]
-    rows = runs(tmp_path, "realfix", "oracle")
-    assert len(rows) == 6 * 2 * 3
+    rows = runs(tmp_path, benchmark, "oracle")
+    assert len(rows) == n_instances * 2 * 3
     assert [r["instance_id"] for r in rows if not r["resolved"]] == []
-    res = launch(tmp_path, "benchmark=realfix", "agent=null", f"data_root={SHARED}", "+sweep=full_levels")
+    res = launch(tmp_path, f"benchmark={benchmark}", "agent=null", f"data_root={SHARED}", "+sweep=full_levels")
     assert res.returncode == 0, res.stderr[-3000:]
-    assert [r for r in runs(tmp_path, "realfix", "null") if r["resolved"]] == []
-
-
-@pytest.mark.shared_data
-@pytest.mark.skipif(not SHARED.exists(), reason="../shared/data is absent: the offline SWE-bench instances live there")
-def test_offline_swebench_instances_run_through_the_same_path(tmp_path):
-    res = launch(tmp_path, "benchmark=swebench_offline", "agent=oracle", f"data_root={SHARED}", "+sweep=full_levels")
-    assert res.returncode == 0, res.stderr[-3000:]
-    rows = runs(tmp_path, "swebench_offline", "oracle")
-    assert len(rows) == 3 * 2 * 3
-    assert [r["instance_id"] for r in rows if not r["resolved"]] == []
-    res = launch(tmp_path, "benchmark=swebench_offline", "agent=null", f"data_root={SHARED}", "+sweep=full_levels")
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert [r for r in runs(tmp_path, "swebench_offline", "null") if r["resolved"]] == []
+    assert [r for r in runs(tmp_path, benchmark, "null") if r["resolved"]] == []
 
 
 def test_hydra_multirun_runs_each_job_into_its_own_run_directory(tmp_path):
