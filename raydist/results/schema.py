@@ -39,6 +39,22 @@ RUNS_SCHEMA = pa.schema(
         pa.field("model_patch", pa.string()),
         pa.field("view_files", pa.int64()),
         pa.field("view_meta", pa.string()),
+        # L1 (§III-B): "paraphrase" when a verified paraphrase was shown, "canonical" when none
+        # passed the verifier (or the level has no L1), with the attempts spent.
+        pa.field("statement_source", pa.string()),
+        pa.field("statement_attempts", pa.int64()),
+        # Action taxonomy (§IV RQ2): steps per category, from raydist.agents.taxonomy.
+        pa.field("actions_navigate", pa.int64()),
+        pa.field("actions_search", pa.int64()),
+        pa.field("actions_read", pa.int64()),
+        pa.field("actions_probe", pa.int64()),
+        pa.field("actions_edit", pa.int64()),
+        pa.field("actions_test", pa.int64()),
+        pa.field("actions_submit", pa.int64()),
+        pa.field("actions_other", pa.int64()),
+        # Leak audit (§III-F): original repository-internal names shown to the agent, summed
+        # over every observation of the run (0 is the requirement).
+        pa.field("leak_count", pa.int64()),
         pa.field("trajectory", pa.string()),
         pa.field("error", pa.string()),
         pa.field("error_kind", pa.string()),
