@@ -13,9 +13,11 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-import pytest
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # a local Ray binds 127.0.0.1
 
-from raydist.sandbox import SandboxUnavailable, base_image_tag, connect
+import pytest  # noqa: E402
+
+from raydist.sandbox import SandboxUnavailable, base_image_tag, connect  # noqa: E402
 
 
 def _unavailable(reason: str):
@@ -56,3 +58,32 @@ def toolz_src(tmp_path_factory) -> Path:
     with tarfile.open(archive) as tar:
         tar.extractall(root, filter="data")
     return root / "toolz-1.0.0"
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    """A local Ray on loopback for the session (reused when one is already initialised)."""
+    import ray
+
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    if started:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def llama(ray_local):
+    """``(actor, api_base)`` of the session's one llama.cpp server of the embedded Gemma model
+    (``openai/gemma3-270m`` for litellm), under a ModelServer Ray actor."""
+    import ray
+
+    from raydist.models import llama_cpp_command
+    from raydist.models.server import ModelServer
+
+    actor = ModelServer.options(num_cpus=1).remote(llama_cpp_command(n_ctx=4096, n_threads=2), startup_timeout=180)
+    api_base = ray.get(actor.start.remote())
+    yield actor, api_base
+    ray.get(actor.stop.remote())
+    ray.kill(actor)

@@ -49,26 +49,6 @@ def _gone_within(pid: int, seconds: float) -> bool:
     return not _alive(pid)
 
 
-@pytest.fixture(scope="session")
-def ray_local():
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    if started:
-        ray.shutdown()
-
-
-@pytest.fixture(scope="session")
-def llama(ray_local):
-    """(actor, api_base) of the session's llama.cpp server."""
-    actor = ModelServer.options(num_cpus=1).remote(COMMAND, startup_timeout=180)
-    api_base = ray.get(actor.start.remote())
-    yield actor, api_base
-    ray.get(actor.stop.remote())
-    ray.kill(actor)
-
-
 @pytest.fixture
 def box(client):
     with Sandbox.create(client, base_image_tag(), limits=Limits(memory="1g", pids=256), name="llm-test") as sandbox:
