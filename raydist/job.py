@@ -7,14 +7,15 @@ finished and compiles the tables.
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from raydist.cluster.plan import SCRIPTED_AGENTS, RunUnit, build_plan, expand_levels, unit_config_hash
+from raydist.cluster.plan import SCRIPTED_AGENTS, RunUnit, build_plan, expand_levels, stable_hash, unit_config_hash
 from raydist.cluster.runner import RayOptions
 from raydist.cluster.unit import UnitSettings
 
@@ -37,6 +38,11 @@ class Job:
     run_dir: Path
     retry_errors: bool
     title: str
+    view_model_cfg: dict | None = None  # local_models entry of view.model (None: hosted)
+    view_model_identity: str = ""  # what the L1/L4 preparation cache keys hash for the view model
+    gate_units: list[RunUnit] | None = None  # oracle + null units of the validity gate (None: no gate)
+    gate_settings: dict | None = None  # agent name -> UnitSettings of the gate's scripted agents
+    gate_dir: Path | None = None
 
     @classmethod
     def from_config(cls, cfg: DictConfig, run_dir: str | Path) -> "Job":
@@ -89,9 +95,39 @@ class Job:
         )
         ray_opts = RayOptions(**OmegaConf.to_container(cfg.cluster, resolve=True))
         title = f"raydist: {cfg.benchmark.name} / {agent}" + ("" if agent in SCRIPTED_AGENTS else f" / {model}")
+        view_model = str(view_options.get("model"))
+        view_local = OmegaConf.to_container(cfg.local_models, resolve=True).get(view_model)
+        if view_local is None and any(_needs_view_model(u.level, view_options) for u in units):
+            _check_hosted_model(view_model)
+        gate_units, gate_settings = None, None
+        if bool(cfg.gate) and kind == "llm":
+            gate_units, gate_settings = [], {}
+            for name in SCRIPTED_AGENTS:
+                scripted = OmegaConf.to_container(cfg.agents[name], resolve=True)
+                scripted_kind = scripted.pop("kind")
+                gate_settings[name] = replace(settings, agent_kind=scripted_kind, agent_settings=scripted)
+                gate_units += build_plan(instances, model=model, agent=name, levels=levels, seeds=seeds,
+                                         config_hash=unit_config_hash(name, scripted, view_options))
         return cls(units=units, instances={i.instance_id: i for i in instances}, settings=settings,
                    ray=ray_opts, model=model, model_cfg=local if kind == "llm" else None, agent=agent,
-                   run_dir=Path(run_dir), retry_errors=bool(cfg.resume.retry_errors), title=title)
+                   run_dir=Path(run_dir), retry_errors=bool(cfg.resume.retry_errors), title=title,
+                   view_model_cfg=view_local, view_model_identity=_model_identity(view_model, view_local),
+                   gate_units=gate_units, gate_settings=gate_settings,
+                   gate_dir=Path(cfg.output_root) / str(cfg.benchmark.name) / "_gate")
+
+
+def _model_identity(model: str, local: dict | None) -> str:
+    """What decides a model's answers: its name, and for a served model its command and weights."""
+    if local is None:
+        return model
+    return stable_hash({k: local.get(k) for k in ("litellm_model", "model_path", "command", "grammar_server")})
+
+
+def _needs_view_model(level: str, view_options: dict) -> bool:
+    from raydist.views import levels_needing
+
+    needs = levels_needing(level)
+    return "L1" in needs or ("L4" in needs and int(view_options.get("l4_llm_attempts", 0)) > 0)
 
 
 def _unique(name: str, values: list) -> list:
@@ -146,11 +182,14 @@ def _load(cfg: DictConfig) -> list:
 
 
 def _levels(levels) -> list[str]:
-    from raydist.views import known_levels
+    from raydist.views import implemented_levels, parse_level
 
     raw = levels if isinstance(levels, str) else list(levels)
     try:
-        return expand_levels(raw, known_levels())
+        out = expand_levels(raw, implemented_levels())
+        for level in out:
+            parse_level(level)  # repeated parts (L1+full) fail here, before any unit runs
+        return out
     except ValueError as exc:
         raise JobError(str(exc)) from exc
 
@@ -179,10 +218,11 @@ def run_job(job: Job) -> None:
     if removed:
         print(f"removed {removed} containers left by an earlier run that was killed", flush=True)
     interrupted = False
+    excluded: list[dict] = []
     if todo:
         signal.signal(signal.SIGTERM, _raise_interrupt)
         try:
-            _execute(job, todo, store)
+            excluded = _execute(job, todo, store)
         except OSError as exc:
             raise JobError(f"{exc}; free space or choose another output_root (finished rows are kept)") from exc
         except KeyboardInterrupt:
@@ -195,6 +235,7 @@ def run_job(job: Job) -> None:
     table = store.compile(keys)
     note = "Interrupted before the plan finished." if interrupted else ""
     report = to_markdown(summarise(table), title=job.title, planned=len(job.units), note=note)
+    report += gate_report(job)
     report += error_digest(table)
     (job.run_dir / "summary.md").write_text(report)
     print(report, flush=True)
@@ -202,6 +243,22 @@ def run_job(job: Job) -> None:
         sys.exit(130)
     if any(kind == "infrastructure" for kind in table.column("error_kind").to_pylist()):
         sys.exit(1)  # the tables are complete, but some units must run again: say so to scripts
+
+
+def gate_report(job: Job) -> str:
+    """Markdown section on the validity gate: skipped for scripted agents (their run is the
+    check), else the views checked and every excluded view with its reason (from gate.json)."""
+    if job.gate_units is None:
+        return ""
+    path = job.run_dir / "gate.json"
+    if not path.exists():
+        return "\n## Validity gate\n\nNot run in this launch (nothing left to run).\n"
+    data = json.loads(path.read_text())
+    lines = ["", "## Validity gate", "",
+             f"{data['checked']} views checked (oracle must resolve, null must not); "
+             f"{len(data['excluded'])} excluded and not run:"]
+    lines += [f"- {e['instance_id']} {e['level']} seed {e['seed']}: {e['reason']}" for e in data["excluded"]]
+    return "\n".join(lines) + "\n"
 
 
 def error_digest(table, limit: int = 10) -> str:
@@ -224,16 +281,22 @@ def error_digest(table, limit: int = 10) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _execute(job: Job, todo: list[RunUnit], store) -> None:
+def _execute(job: Job, todo: list[RunUnit], store) -> list[dict]:
+    """Images, view preparation, validity gate, then the units; returns the excluded views."""
+    from contextlib import ExitStack
+
     from raydist.cluster.progress import UnitProgress
     from raydist.cluster.runner import build_images, init_ray, run_units
     from raydist.cluster.serving import serve_model
+    from raydist.models.server import ModelServerError
 
     init_ray(job.ray)
     signal.signal(signal.SIGTERM, _raise_interrupt)  # ray.init installs its own handler
     _check_capacity(job.ray)
+    gate_todo = _gate_todo(job, todo)
+    everything = [*todo, *gate_todo]
     recipes = {job.instances[u.instance_id].recipe.key(): job.instances[u.instance_id].recipe
-               for u in todo if job.instances[u.instance_id].recipe is not None}
+               for u in everything if job.instances[u.instance_id].recipe is not None}
     failed = build_images(recipes, job.settings, job.ray)
     progress = UnitProgress(total=len(job.units), already_done=len(job.units) - len(todo))
     runnable = []
@@ -245,15 +308,186 @@ def _execute(job: Job, todo: list[RunUnit], store) -> None:
             progress.finished(row)
         else:
             runnable.append(unit)
-    from raydist.models.server import ModelServerError
-
+    excluded: list[dict] = []
+    view_model = job.settings.view_options.get("model")
     try:
-        with serve_model(job.model, job.model_cfg, job.settings) as endpoint:
-            run_units(runnable, job.instances, job.settings, endpoint, job.ray, store.write_row, progress)
+        with ExitStack() as stack:
+            endpoints: dict = {}
+
+            def endpoint_of(name: str, cfg: dict | None):
+                if name not in endpoints:
+                    endpoints[name] = stack.enter_context(serve_model(name, cfg))
+                return endpoints[name]
+
+            records, prep_errors = _prepare_views(job, [*runnable, *gate_todo], lambda: endpoint_of(
+                view_model, job.view_model_cfg))
+            prepared, runnable = _attach_prepared(job, runnable, records, prep_errors, store, progress)
+            if job.gate_units is not None:
+                excluded = _run_gate(job, {(u.instance_id, u.level, u.seed) for u in runnable}, records,
+                                     prep_errors)
+                bad = {(e["instance_id"], e["level"], e["seed"]) for e in excluded}
+                runnable = [u for u in runnable if (u.instance_id, u.level, u.seed) not in bad]
+            if runnable:
+                endpoint = endpoint_of(job.model, job.model_cfg) if job.settings.agent_kind == "llm" else None
+                run_units(runnable, job.instances, job.settings, endpoint, job.ray, store.write_row, progress,
+                          prepared=prepared)
     except ModelServerError as exc:
-        raise JobError(f"model={job.model}: the model server did not start: {exc}") from exc
+        raise JobError(f"the model server did not start: {exc}") from exc
     finally:
         progress.close()
+    return excluded
+
+
+def _prepare_views(job: Job, units: list[RunUnit], view_endpoint) -> tuple[dict, dict]:
+    """Compute (or read from the cache) every L1/L4 preparation ``units`` need.
+
+    Returns ``(records, errors)`` keyed by ``(instance_id, seed, kind)``. The view model is
+    served only when some preparation that needs it is not cached yet."""
+    from raydist.cluster.prepare import PrepCache, preparation_tasks, task_key
+    from raydist.cluster.runner import run_preparations
+    from raydist.views import ViewOptions
+
+    options = ViewOptions(**job.settings.view_options)
+    cache = PrepCache(Path(job.settings.cache_dir) / "views")
+    records: dict = {}
+    errors: dict = {}
+    pending = []
+    keys = {}
+    for task in preparation_tasks(units):
+        key = task_key(task, job.instances[task.instance_id], options, job.view_model_identity)
+        keys[task] = key
+        record = cache.get(key)
+        if record is None:
+            pending.append(task)
+        else:
+            records[(task.instance_id, task.seed, task.kind)] = record
+    if not pending:
+        return records, errors
+    needs_model = any(t.kind == "L1" for t in pending) or options.l4_llm_attempts > 0
+    print(f"preparing {len(pending)} views (L1 paraphrases, L4 rewrites with their test gate)"
+          + (f" with view model {options.model}" if needs_model else ""), flush=True)
+    endpoint = view_endpoint() if needs_model else None
+
+    def on_record(task, record, error):
+        where = (task.instance_id, task.seed, task.kind)
+        if error is not None:
+            errors[where] = error
+            print(f"  {task.kind} {task.instance_id} seed {task.seed}: FAILED: {error.splitlines()[0][:200]}",
+                  flush=True)
+            return
+        cache.put(keys[task], record)
+        records[where] = record
+        print(f"  {task.kind} {task.instance_id} seed {task.seed}: {_describe(task.kind, record)}", flush=True)
+
+    run_preparations(pending, job.instances, options, endpoint, job.settings, job.ray, on_record)
+    return records, errors
+
+
+def _describe(kind: str, record: dict) -> str:
+    if kind == "L1":
+        return f"{record['source']} after {record['attempts']} attempt(s)"
+    sources = [f["source"] for f in record["functions"].values()]
+    return (f"{len(record['files'])} file(s) rewritten; functions: "
+            + (", ".join(f"{sources.count(s)} {s}" for s in ("llm", "deterministic", "unchanged") if s in sources)
+               or "none enclose the gold patch"))
+
+
+def _prepared_of(unit: RunUnit, records: dict, errors: dict):
+    """The unit's ``Prepared``, or the error message of a preparation it needs."""
+    from raydist.cluster.prepare import prepared_for
+    from raydist.views import levels_needing
+
+    needed = {}
+    for kind in sorted(levels_needing(unit.level)):
+        where = (unit.instance_id, unit.seed, kind)
+        if where in errors:
+            return None, f"{kind} view preparation failed: {errors[where]}"
+        needed[kind] = records.get(where)
+    return prepared_for(unit.level, needed), None
+
+
+def _attach_prepared(job: Job, units: list[RunUnit], records: dict, errors: dict, store, progress):
+    prepared, runnable = {}, []
+    for unit in units:
+        value, error = _prepared_of(unit, records, errors)
+        if error is not None:
+            row = _error_row(unit, error)
+            store.write_row(row)
+            progress.finished(row)
+            continue
+        prepared[unit.key] = value
+        runnable.append(unit)
+    return prepared, runnable
+
+
+def _gate_todo(job: Job, todo: list[RunUnit]) -> list[RunUnit]:
+    """Gate units (oracle and null) of the views ``todo`` will use that have no row yet."""
+    if job.gate_units is None:
+        return []
+    from raydist.results import ResultStore
+
+    wanted = {(u.instance_id, u.level, u.seed) for u in todo}
+    store = ResultStore(job.gate_dir)
+    done = store.finished_keys([u.key for u in job.gate_units], retry_errors=True)
+    return [u for u in job.gate_units if (u.instance_id, u.level, u.seed) in wanted and u.key not in done]
+
+
+def _run_gate(job: Job, wanted: set, records: dict, errors: dict) -> list[dict]:
+    """The validity gate (SchrodingerRepo §V-C): on every view the LLM agent will see
+    (``wanted``: ``(instance_id, level, seed)``), the oracle must resolve and the null agent
+    must not. Runs the gate units without a row,
+    then returns the views that fail, each ``{"instance_id", "level", "seed", "reason"}``,
+    and writes them to ``gate.json`` in the run directory."""
+    from raydist.cluster.runner import run_units
+    from raydist.results import ResultStore
+
+    store = ResultStore(job.gate_dir)
+    keys = [u.key for u in job.gate_units]
+    done = store.finished_keys(keys, retry_errors=True)
+    todo = [u for u in job.gate_units if u.key not in done and (u.instance_id, u.level, u.seed) in wanted]
+    for agent in SCRIPTED_AGENTS:
+        batch = [u for u in todo if u.agent == agent]
+        if not batch:
+            continue
+        print(f"validity gate: {len(batch)} {agent} units", flush=True)
+        prepared, runnable = {}, []
+        for unit in batch:
+            value, error = _prepared_of(unit, records, errors)
+            if error is not None:
+                store.write_row(_error_row(unit, error))
+            else:
+                prepared[unit.key] = value
+                runnable.append(unit)
+        run_units(runnable, job.instances, job.gate_settings[agent], None, job.ray, store.write_row,
+                  prepared=prepared)
+    rows = {}
+    for unit in job.gate_units:
+        row = store.read_row(unit.key)
+        rows[(unit.instance_id, unit.level, unit.seed, unit.agent)] = row
+    excluded = []
+    checked = 0
+    for iid, level, seed in sorted(wanted, key=str):
+        oracle, null = rows.get((iid, level, seed, "oracle")), rows.get((iid, level, seed, "null"))
+        checked += 1
+        reason = None
+        if oracle is None or null is None:
+            reason = "the gate did not run"
+        elif oracle.get("error"):
+            reason = f"oracle: {oracle['error'].splitlines()[0][:300]}"
+        elif not oracle.get("resolved"):
+            reason = "the oracle (gold patch through the view) does not resolve"
+        elif null.get("error") and null.get("error_kind") == "infrastructure":
+            reason = f"null: {null['error'].splitlines()[0][:300]}"
+        elif null.get("resolved"):
+            reason = "the null agent (no change) resolves: FAIL_TO_PASS does not fail on this view"
+        if reason:
+            excluded.append({"instance_id": iid, "level": level, "seed": seed, "reason": reason})
+    store.compile(keys)
+    (job.run_dir / "gate.json").write_text(json.dumps({"checked": checked, "excluded": excluded}, indent=1))
+    print(f"validity gate: {checked} views checked, {len(excluded)} excluded", flush=True)
+    for item in excluded:
+        print(f"  excluded {item['instance_id']} {item['level']} seed {item['seed']}: {item['reason']}", flush=True)
+    return excluded
 
 
 def _check_capacity(options: RayOptions) -> None:

@@ -45,10 +45,48 @@ def _remote_unit():
     import ray
 
     @ray.remote(max_retries=0)
-    def run_unit(unit: RunUnit, instance, settings: UnitSettings, endpoint) -> dict:
-        return execute_unit(unit, instance, settings, endpoint)
+    def run_unit(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared) -> dict:
+        return execute_unit(unit, instance, settings, endpoint, prepared)
 
     return run_unit
+
+
+def _remote_prepare():
+    import ray
+
+    @ray.remote(max_retries=0)
+    def prepare(task, instance, options, endpoint, settings: UnitSettings) -> dict:
+        from raydist.cluster.prepare import run_preparation
+
+        return run_preparation(task, instance, options, endpoint=endpoint, docker_host=settings.docker_host,
+                               base_image=settings.base_image, cache_dir=settings.cache_dir,
+                               limits=settings.limits, grading_timeout_s=settings.grading_timeout_s)
+
+    return prepare
+
+
+def run_preparations(tasks: Sequence, instances: dict, options, endpoint, settings: UnitSettings,
+                     ray_options: RayOptions, on_record: Callable[[object, dict | None, str | None], None]) -> None:
+    """Run view preparations (``raydist.cluster.prepare``) with at most
+    ``ray_options.max_concurrency`` in flight; ``on_record(task, record, error)`` gets each
+    result at once (``error`` is the failure's message, ``record`` then None)."""
+    import ray
+
+    remote = _remote_prepare().options(num_cpus=ray_options.cpus_per_unit)
+    pending = list(tasks)
+    in_flight: dict = {}
+    while pending or in_flight:
+        while pending and len(in_flight) < max(1, ray_options.max_concurrency):
+            task = pending.pop(0)
+            in_flight[remote.remote(task, instances[task.instance_id], options, endpoint, settings)] = task
+        ready, _ = ray.wait(list(in_flight), num_returns=1)
+        for ref in ready:
+            task = in_flight.pop(ref)
+            try:
+                on_record(task, ray.get(ref), None)
+            except Exception as exc:  # noqa: BLE001 - reported per task, the rest go on
+                cause = getattr(exc, "cause", None) or exc
+                on_record(task, None, f"{type(cause).__name__}: {cause}"[:4000])
 
 
 def _remote_image():
@@ -92,9 +130,11 @@ def run_units(
     options: RayOptions,
     on_row: Callable[[dict], None],
     progress=None,
+    prepared: dict | None = None,
 ) -> None:
     """Run ``units`` with at most ``options.max_concurrency`` in flight; ``on_row`` gets
-    each finished row at once. A task that dies (worker killed, node lost) becomes an
+    each finished row at once; ``prepared`` maps a unit's key to its ``raydist.views.Prepared``
+    (L1/L4 inputs). A task that dies (worker killed, node lost) becomes an
     infrastructure-error row, so the unit runs again on the next launch."""
     import ray
 
@@ -104,7 +144,8 @@ def run_units(
     while pending or in_flight:
         while pending and len(in_flight) < max(1, options.max_concurrency):
             unit = pending.pop(0)
-            in_flight[remote.remote(unit, instances[unit.instance_id], settings, endpoint)] = unit
+            in_flight[remote.remote(unit, instances[unit.instance_id], settings, endpoint,
+                                    (prepared or {}).get(unit.key))] = unit
         if progress:
             progress.running(len(in_flight))
         ready, _ = ray.wait(list(in_flight), num_returns=1)

@@ -13,8 +13,8 @@ from typing import Iterator
 
 
 @contextmanager
-def serve_model(model: str, model_cfg: dict | None, settings) -> Iterator:
-    """Yield the ``ModelEndpoint`` units use (None for scripted agents).
+def serve_model(model: str, model_cfg: dict | None) -> Iterator:
+    """Yield the ``ModelEndpoint`` of ``model`` (agents and view preparation use it).
 
     ``model_cfg`` is the ``local_models`` entry (command, model_path, grammar_server,
     num_cpus, num_gpus, startup_timeout_s) or None for a hosted litellm model; in the
@@ -23,9 +23,6 @@ def serve_model(model: str, model_cfg: dict | None, settings) -> Iterator:
     ``ModelServerError`` with the server's log tail when a local server does not start."""
     from raydist.models.endpoint import ModelEndpoint
 
-    if settings.agent_kind != "llm":
-        yield None
-        return
     if model_cfg is None:
         yield ModelEndpoint(litellm_model=model)
         return

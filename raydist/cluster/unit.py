@@ -43,8 +43,11 @@ class UnitInputError(Exception):
     """The instance itself cannot be run as given (recorded, not retried)."""
 
 
-def execute_unit(unit: RunUnit, instance, settings: UnitSettings, endpoint=None) -> dict:
+def execute_unit(unit: RunUnit, instance, settings: UnitSettings, endpoint=None, prepared=None) -> dict:
     """Run one unit and return its result row (see ``raydist.results.schema``).
+
+    ``prepared`` is the unit's ``raydist.views.Prepared`` (L1 statement, L4 rewrites) from
+    ``raydist.cluster.prepare``; levels without L1/L4 need none.
 
     Never raises for an outcome of the run: infrastructure failures (Docker, image build,
     model server) come back as a row with ``error_kind="infrastructure"`` (retried on resume),
@@ -52,7 +55,7 @@ def execute_unit(unit: RunUnit, instance, settings: UnitSettings, endpoint=None)
     started = time.time()
     row = _base_row(unit)
     try:
-        row.update(_run(unit, instance, settings, endpoint))
+        row.update(_run(unit, instance, settings, endpoint, prepared))
     except UnitInputError as exc:
         row.update(error=str(exc), error_kind="input")
     except Exception as exc:  # noqa: BLE001 - every failure must become a recorded row
@@ -70,7 +73,7 @@ def _base_row(unit: RunUnit) -> dict:
     }
 
 
-def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint) -> dict:
+def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared=None) -> dict:
     from raydist.grading import grade
     from raydist.sandbox import Limits, connect, ensure_instance_image
     from raydist.views import RepoFiles, build_view, recover_patch
@@ -86,7 +89,7 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint) -> dict:
     image = ensure_instance_image(client, instance.recipe, base_tag=settings.base_image,
                                   cache_dir=Path(settings.cache_dir))
     repo = RepoFiles(Path(image.repo_dir))
-    view = build_view(instance, repo, unit.level, unit.seed, _view_options(settings.view_options))
+    view = build_view(instance, repo, unit.level, unit.seed, _view_options(settings.view_options), prepared)
     limits = Limits(**settings.limits)
     traj_path = Path(settings.run_dir) / "trajectories" / trajectory_name(unit)
 
@@ -103,6 +106,8 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint) -> dict:
         "exit_status": outcome.exit_status, "steps": outcome.steps, "input_tokens": outcome.input_tokens,
         "output_tokens": outcome.output_tokens, "cost": outcome.cost, "agent_seconds": round(agent_seconds, 3),
         "view_files": len(view.files), "view_meta": json.dumps(view.meta, default=str, sort_keys=True),
+        "statement_source": view.meta.get("l1_source", "canonical"),
+        "statement_attempts": int(view.meta.get("l1_attempts", 0)),
         "trajectory": str(traj_path),
     }
     if outcome.error and outcome.exit_status not in AGENT_OUTCOMES:

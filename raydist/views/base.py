@@ -102,10 +102,48 @@ class ViewOptions:
 
     l3_files: str = "patched"
     """Files L3 reorders: ``patched`` (the .py files the gold patch touches) or ``all``."""
+    l1_attempts: int = 3
+    """L1: paraphrase attempts (each verified) before the canonical statement is used (§III-B)."""
+    l4_llm_attempts: int = 2
+    """L4: LLM rewrite attempts per function before the deterministic rewriter is used (§III-E)."""
+    model: str = "gemma3-270m"
+    """The LLM that writes L1 paraphrases and L4 rewrites: a ``local_models`` entry or a litellm name."""
+    prompts_dir: str = "conf/prompts"
+    """Folder of the L1 and L4 prompt templates."""
 
     def __post_init__(self) -> None:
         if self.l3_files not in ("patched", "all"):
             raise ValueError(f"ViewOptions.l3_files={self.l3_files!r}; use 'patched' or 'all'")
+        for name in ("l1_attempts", "l4_llm_attempts"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < (1 if name == "l1_attempts" else 0):
+                raise ValueError(f"ViewOptions.{name}={value!r}; give a whole number "
+                                 f"({'at least 1' if name == 'l1_attempts' else '0 or more'})")
+        if not isinstance(self.model, str) or not self.model:
+            raise ValueError(f"ViewOptions.model={self.model!r}; name a local_models entry or a litellm model")
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What the LLM-backed levels computed before the view is built (SchrodingerRepo §III-B,
+    §III-E); ``raydist.cluster.prepare`` computes it, caches it and hands it to ``build_view``.
+
+    ``statement``: the L1 statement shown to the agent; ``statement_source`` is
+    ``"paraphrase"`` (verified) or ``"canonical"`` (no attempt passed), ``statement_attempts``
+    the paraphrase attempts spent. ``rewrites``: L4's test-gated files (relative path -> text in
+    original coordinates); ``rewrite_meta``: per-function provenance (``llm``,
+    ``deterministic`` or ``unchanged`` and why).
+    """
+
+    statement: str | None = None
+    statement_source: str | None = None
+    statement_attempts: int = 0
+    rewrites: Mapping[str, str] | None = None
+    rewrite_meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+class MissingPreparation(ValueError):
+    """A level needs inputs computed by an LLM or a test gate that were not given."""
 
 
 @dataclass(frozen=True)
@@ -149,49 +187,68 @@ class _Instance(Protocol):
     test_patch: str
 
 
-#: ``(view, instance, repo, seed, options) -> view``
-LevelFn = Callable[[View, _Instance, RepoFiles, int, ViewOptions], View]
+#: ``(view, instance, repo, seed, options, prepared) -> view``
+LevelFn = Callable[[View, _Instance, RepoFiles, int, ViewOptions, Prepared], View]
 
 _LEVELS: dict[str, LevelFn] = {}
+_ORDER: dict[str, int] = {}
+#: Names that stand for a composition: ``full`` is every level of SchrodingerRepo §III at once.
+ALIASES = {"full": ("L1", "L2", "L3", "L4")}
 
 
-def register_level(name: str) -> Callable[[LevelFn], LevelFn]:
+def register_level(name: str, order: int) -> Callable[[LevelFn], LevelFn]:
     """Decorator registering a level function under ``name`` (e.g. ``"L3"``).
 
-    Raises ValueError when ``name`` contains ``+`` or is already registered.
+    ``order`` fixes where the level applies in a composition, whatever order the user writes:
+    the statement first (L1), then file content (L4 rewrites the original functions, L3
+    reorders the result), then names (L2 translates whatever the others produced).
+    Raises ValueError when ``name`` contains ``+``, is an alias or is already registered.
     """
-    if not name or "+" in name:
-        raise ValueError(f"level name {name!r} must be non-empty and must not contain '+'")
+    if not name or "+" in name or name in ALIASES:
+        raise ValueError(f"level name {name!r} must be non-empty, must not contain '+' and must not be an alias")
 
     def register(fn: LevelFn) -> LevelFn:
         if name in _LEVELS and _LEVELS[name] is not fn:
             raise ValueError(f"level {name!r} is already registered by {_LEVELS[name].__module__}")
         _LEVELS[name] = fn
+        _ORDER[name] = order
         return fn
 
     return register
 
 
 def known_levels() -> list[str]:
-    """Registered level names, sorted."""
+    """Registered level names, sorted (aliases such as ``full`` are not listed)."""
     return sorted(_LEVELS)
 
 
+def implemented_levels() -> list[str]:
+    """Every level a launch can name: the registered ones, sorted, then the aliases whose
+    parts are all registered (``full``)."""
+    return known_levels() + [a for a, parts in ALIASES.items() if all(p in _LEVELS for p in parts)]
+
+
 def parse_level(level: str) -> list[str]:
-    """Split a ``+``-joined level spec into registered level names, in application order.
+    """Split a ``+``-joined level spec (aliases expanded) into registered level names, in
+    application order (see ``register_level``).
 
     Raises ValueError naming an unknown or repeated level and listing the known ones.
     """
     if not isinstance(level, str) or not level.strip():
         raise ValueError(f"level {level!r} is empty; use one of {known_levels()} or a '+' join like 'L1+L3'")
-    names = [part.strip() for part in level.split("+")]
+    names = [n for part in level.split("+") for n in ALIASES.get(part.strip(), (part.strip(),))]
     for name in names:
         if name not in _LEVELS:
-            raise ValueError(f"unknown level {name!r} in {level!r}; known levels: {', '.join(known_levels())}")
+            raise ValueError(f"unknown level {name!r} in {level!r}; known levels: {', '.join(implemented_levels())}")
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise ValueError(f"level {level!r} repeats {', '.join(repeated)}; name each level once")
-    return names
+    return sorted(names, key=lambda n: _ORDER[n])
+
+
+def levels_needing(level: str) -> set[str]:
+    """The levels of ``level`` that need ``Prepared`` inputs: ``{"L1", "L4"}`` or a subset."""
+    return {n for n in parse_level(level) if n in ("L1", "L4")}
 
 
 def _check_instance(instance: Any) -> None:
@@ -201,28 +258,32 @@ def _check_instance(instance: Any) -> None:
 
 
 def build_view(
-    instance: _Instance, repo: RepoFiles, level: str, seed: int, options: ViewOptions | None = None
+    instance: _Instance, repo: RepoFiles, level: str, seed: int, options: ViewOptions | None = None,
+    prepared: Prepared | None = None,
 ) -> View:
-    """Build the view of ``instance`` at ``level`` (``L0``, ``L3``, ``L1+L3``...) for ``seed``.
+    """Build the view of ``instance`` at ``level`` (``L0``, ``L3``, ``L1+L3``, ``full``...) for ``seed``.
 
-    Levels are applied left to right, each refining the previous view. The result's
-    ``files`` keeps only paths whose view content differs from ``repo``. Same inputs give
-    an equal view (SchrodingerRepo §III-A: the mapping is seeded). Raises ValueError on an
-    unknown level, TypeError on a non-integer seed or an instance without the task fields.
+    Levels apply in their registered order (``register_level``), each refining the previous
+    view. The result's ``files`` keeps only paths whose view content differs from ``repo``.
+    Same inputs give an equal view (SchrodingerRepo §III-A: the mapping is seeded). L1 and L4
+    read ``prepared`` (``raydist.cluster.prepare``). Raises ValueError on an unknown level,
+    ``MissingPreparation`` when L1/L4 lack their prepared inputs, TypeError on a non-integer
+    seed or an instance without the task fields.
     """
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise TypeError(f"build_view: seed must be an int, got {seed!r}")
     _check_instance(instance)
     names = parse_level(level)
     opts = options or ViewOptions()
+    ready = prepared or Prepared()
     view = View(
         instance_id=instance.instance_id,
-        level="+".join(names),
+        level=level,
         seed=seed,
         problem_statement=instance.problem_statement,
         files={},
     )
     for name in names:
-        view = _LEVELS[name](view, instance, repo, seed, opts)
+        view = _LEVELS[name](view, instance, repo, seed, opts, ready)
     changed = {p: t for p, t in sorted(view.files.items()) if repo.read(p) != t}
     return replace(view, files=MappingProxyType(changed))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from raydist.views.base import IDENTITY, FileRenderer, RepoFiles, View, ViewOptions, register_level
+from raydist.views.base import Prepared, IDENTITY, FileRenderer, RepoFiles, View, ViewOptions, register_level
 from raydist.views.l2_mapping import NameMapping, build_mapping
 from raydist.views.l2_names import extract_names
 from raydist.views.translator import NamespaceTranslator
@@ -36,8 +36,8 @@ def namespace_mapping(repo: RepoFiles, identity: str, seed: int) -> NameMapping:
     return build_mapping(names.internal, names.tokens, identity, seed)
 
 
-@register_level("L2")
-def namespace_level(view: View, instance: object, repo: RepoFiles, seed: int, options: ViewOptions) -> View:
+@register_level("L2", order=40)
+def namespace_level(view: View, instance: object, repo: RepoFiles, seed: int, options: ViewOptions, prepared: Prepared) -> View:
     """Apply L2 to ``view``: translate the statement, install the translator (§III-C, §III-F).
 
     Records ``meta["l2_names"]`` (number of remapped identifiers) and ``meta["l2_subwords"]``.

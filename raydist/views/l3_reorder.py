@@ -22,7 +22,7 @@ from types import MappingProxyType
 
 import libcst as cst
 
-from raydist.views.base import FileRenderer, RepoFiles, View, ViewOptions, register_level
+from raydist.views.base import Prepared, FileRenderer, RepoFiles, View, ViewOptions, register_level
 from raydist.views.l3_deps import (
     Definition,
     call_closure,
@@ -152,8 +152,8 @@ def _try_reorder(text: str, instance_id: str, path: str, seed: int) -> tuple[str
     return reorder_file(text, instance_id, path, seed), None
 
 
-@register_level("L3")
-def reorder_level(view: View, instance: object, repo: RepoFiles, seed: int, options: ViewOptions) -> View:
+@register_level("L3", order=30)
+def reorder_level(view: View, instance: object, repo: RepoFiles, seed: int, options: ViewOptions, prepared: Prepared) -> View:
     """Apply L3 to ``view``: reorder the target files' definitions (SchrodingerRepo §III-D).
 
     Records ``meta["l3_files"]`` (targets present in the repo), ``meta["l3_reordered"]``
