@@ -95,6 +95,25 @@ def test_rename_keeps_parameters_attributes_and_keywords():
     assert out == f"def f(a):\n    {new} = a.val\n    return dict(val={new})\n"
 
 
+def test_alias_moves_a_reassigned_parameter_into_a_fresh_local_after_the_docstring():
+    src = 'def f(word, n):\n    """Doc."""\n    word = word.strip()\n    return word * n\n'
+    out = _one(src, ["alias"])
+    new = out.split("\n")[2].split("=")[0].strip()
+    assert out == f'def f(word, n):\n    """Doc."""\n    {new} = word\n    {new} = {new}.strip()\n    return {new} * n\n'
+    assert new not in src
+    assert same_interface(src, out, "f")
+
+
+def test_alias_leaves_parameters_that_are_never_reassigned_closed_over_or_deleted():
+    assert _one("def f(a):\n    return a + 1\n", ["alias"]) == "def f(a):\n    return a + 1\n"
+    closure = "def f(a):\n    a = a + 1\n    return lambda: a\n"
+    assert _one(closure, ["alias"]) == closure
+    deleted = "def f(a):\n    a = a + 1\n    b = a\n    del a\n    return b\n"
+    assert _one(deleted, ["alias"]) == deleted
+    method = "class C:\n    def m(self):\n        self = 1\n        return self\n"
+    assert rewrite_function_source(method, "C.m", 0, passes=["alias"]) == method
+
+
 # --- unsafe cases are left alone -------------------------------------------------------
 
 

@@ -18,7 +18,7 @@ _SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
 _GUARDS = (cst.Try, cst.TryStar, cst.With)
 _ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
 _ANY = (cst.BaseExpression,)  # a statement header only needs parentheses across lines
-PASSES = ("rename", "invert", "loops", "swap", "augment")
+PASSES = ("rename", "alias", "invert", "loops", "swap", "augment")
 
 
 def code_of(node: cst.CSTNode) -> str:
@@ -137,6 +137,63 @@ def _rename(func: cst.FunctionDef, rng: random.Random, p: float, taken: set[str]
         taken.add(new)
         mapping[old] = new
     return func.with_changes(body=func.body.visit(_Rename(rng, p, mapping))) if mapping else func
+
+
+def _rebound_parameters(func: cst.FunctionDef) -> list[str]:
+    """Parameters ``func``'s body assigns to, safe to move into a fresh local: not global or
+    nonlocal, not used in a nested def/lambda/class, never deleted, not ``self``/``cls``."""
+    try:
+        top = symtable.symtable(code_of(cst.Module(body=[func.with_changes(leading_lines=[])])), "<l4>", "exec")
+    except SyntaxError:
+        return []
+    table = [c for c in top.get_children() if c.get_name() == func.name.value][-1]
+    nested = _nested_scope_names(func.body)
+    deleted = {t.value for d in _find(func.body, cst.Del) for t in _find(d, cst.Name)}
+    ok = {
+        s.get_name() for s in table.get_symbols()
+        if s.is_parameter() and s.is_assigned() and not (s.is_global() or s.is_nonlocal())
+        and s.get_name() not in nested | deleted | {"self", "cls"}
+    }
+    return [n for n in dict.fromkeys(names_in(func.body, skip_scopes=True)) if n in ok]
+
+
+def _find(node: cst.CSTNode, kind: type) -> list:
+    found: list = []
+
+    class _Collect(cst.CSTVisitor):
+        def on_visit(self, n: cst.CSTNode) -> bool:
+            if isinstance(n, kind):
+                found.append(n)
+            return True
+
+    node.visit(_Collect())
+    return found
+
+
+def _alias(func: cst.FunctionDef, rng: random.Random, p: float, taken: set[str]) -> cst.FunctionDef:
+    """Bind each chosen rebound parameter to a fresh local at entry (``text = word``) and use
+    the local throughout the body: the parameter keeps its name (the interface is unchanged)
+    and no statement sees a different value."""
+    chosen = [n for n in _rebound_parameters(func) if rng.random() < p]
+    if not chosen or not isinstance(func.body, cst.IndentedBlock):
+        return func
+    words, mapping = rng.sample(_VOCAB, len(_VOCAB)), {}
+    for i, old in enumerate(chosen):
+        base, k = words[i % len(words)], 1
+        new = base
+        while new in taken:
+            k += 1
+            new = f"{base}{k}"
+        taken.add(new)
+        mapping[old] = new
+    body = func.body.visit(_Rename(rng, p, mapping))
+    statements = list(body.body)
+    first = statements[0] if statements else None
+    docstring = (isinstance(first, cst.SimpleStatementLine) and len(first.body) == 1
+                 and isinstance(first.body[0], cst.Expr) and isinstance(first.body[0].value, cst.SimpleString))
+    at = 1 if docstring else 0
+    bindings = [cst.parse_statement(f"{new} = {old}\n") for old, new in mapping.items()]
+    return func.with_changes(body=body.with_changes(body=[*statements[:at], *bindings, *statements[at:]]))
 
 
 class _Invert(_Pass):

@@ -9,6 +9,8 @@ stay; the rest of the module is byte-identical):
 ``rename``   local variables (per ``symtable``; not parameters, globals, imports, nor any
              name appearing inside a nested def/lambda/class) get fresh names that occur
              nowhere in the module's text.
+``alias``    a parameter the body reassigns (``word = f(word)``) is bound to a fresh local at
+             entry (``text = word``) and the body uses the local; the signature is unchanged.
 ``invert``   ``if c: A else: B`` becomes ``if not c: B else: A`` (``not (c)`` for compound c).
 ``loops``    ``out = []; for t in it: [if c:] out.append(e)`` becomes
              ``out = [e for t in it [if c]]`` and back, when ``out`` is not used inside, the
@@ -37,7 +39,7 @@ from collections.abc import Sequence
 import libcst as cst
 
 from raydist.views.l4_loops import LoopsPass, visible_names
-from raydist.views.l4_passes import (PASSES, _Augment, _int_locals, _Invert, _rename, _Swap, code_of,
+from raydist.views.l4_passes import (PASSES, _alias, _Augment, _int_locals, _Invert, _rename, _Swap, code_of,
                                      is_dynamic, names_in)
 
 
@@ -50,6 +52,8 @@ def apply_pass(func: cst.FunctionDef, name: str, rng: random.Random, p: float, t
     (drawn from ``rng``); fresh names avoid ``taken``."""
     if name == "rename":
         return _rename(func, rng, p, taken)
+    if name == "alias":
+        return _alias(func, rng, p, taken)
     body = func.body
     if name == "invert":
         body = body.visit(_Invert(rng, p))
