@@ -34,7 +34,7 @@ Complete = Callable[..., str]
 
 
 #: Part of every cache key: raise it when a change here makes earlier records wrong.
-PREPARATION_VERSION = 2
+PREPARATION_VERSION = 3
 
 
 class PreparationError(RuntimeError):

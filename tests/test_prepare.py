@@ -1,0 +1,187 @@
+"""View preparation (L1 statement, L4 rewrites): hunk ranges and targets on the built-in
+instances' real repositories, the L4 test gate in real instance containers, the cache, and
+the views the prepared records produce."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from raydist.cluster.prepare import (
+    GateVerdict,
+    PrepCache,
+    PrepTask,
+    changed_line_ranges,
+    docker_gate,
+    prepare_rewrites,
+    prepared_for,
+    preparation_tasks,
+    rewrite_targets,
+    task_key,
+)
+from raydist.cluster.plan import RunUnit
+from raydist.sandbox import ensure_instance_image
+from raydist.tasks import load_instances
+from raydist.views import MissingPreparation, Prepared, RepoFiles, ViewOptions, build_view
+from raydist.views.l4_rewrite import same_interface
+from raydist.views.recover import apply_patch_to_texts
+
+INSTANCES = {i.instance_id: i for i in load_instances("builtin")}
+HUMANIZE = INSTANCES["jpvanhal__inflection-humanize-id-anchor"]
+DEL_CONTROL = INSTANCES["jquast__wcwidth-del-control"]
+
+
+def unit(iid: str, level: str, seed: int) -> RunUnit:
+    return RunUnit(iid, "h", "m", "oracle", level, seed, "c")
+
+
+def test_changed_line_ranges_are_the_removed_lines_of_each_hunk():
+    assert changed_line_ranges(HUMANIZE.patch, "inflection/__init__.py") == [(197, 197)]
+    assert changed_line_ranges(HUMANIZE.patch, "setup.py") == []
+
+
+def test_pure_insertion_counts_as_the_line_before_it():
+    patch = ("--- a/m.py\n+++ b/m.py\n@@ -1,3 +1,4 @@\n def f():\n     x = 1\n+    x += 1\n     return x\n")
+    assert changed_line_ranges(patch, "m.py") == [(2, 2)]
+
+
+def test_preparation_tasks_dedupe_per_instance_seed_and_kind_in_first_use_order():
+    units = [unit("a", "L0", 0), unit("a", "L1", 0), unit("a", "full", 0), unit("a", "L4+L3", 1), unit("b", "L2", 0)]
+    assert preparation_tasks(units) == [PrepTask("a", 0, "L1"), PrepTask("a", 0, "L4"), PrepTask("a", 1, "L4")]
+
+
+def test_task_key_changes_with_seed_options_and_model_only_where_they_matter(tmp_path):
+    opts = ViewOptions()
+    base = task_key(PrepTask("x", 0, "L1"), HUMANIZE, opts, "model-a")
+    assert base == task_key(PrepTask("x", 0, "L1"), HUMANIZE, opts, "model-a")
+    assert base != task_key(PrepTask("x", 1, "L1"), HUMANIZE, opts, "model-a")
+    assert base != task_key(PrepTask("x", 0, "L1"), HUMANIZE, opts, "model-b")
+    assert base != task_key(PrepTask("x", 0, "L1"), HUMANIZE, ViewOptions(l1_attempts=1), "model-a")
+    # L4 without LLM attempts does not depend on the view model.
+    no_llm = ViewOptions(l4_llm_attempts=0)
+    assert task_key(PrepTask("x", 0, "L4"), HUMANIZE, no_llm, "a") == task_key(PrepTask("x", 0, "L4"), HUMANIZE, no_llm, "b")
+    # The prompt files are part of the key.
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    for name in ("l1_paraphrase.j2", "l1_refine.j2", "l1_verify.j2"):
+        (prompts / name).write_text("v1")
+    first = task_key(PrepTask("x", 0, "L1"), HUMANIZE, ViewOptions(prompts_dir=str(prompts)), "m")
+    (prompts / "l1_verify.j2").write_text("v2")
+    assert first != task_key(PrepTask("x", 0, "L1"), HUMANIZE, ViewOptions(prompts_dir=str(prompts)), "m")
+
+
+def test_cache_round_trip_and_a_corrupt_record_is_redone(tmp_path):
+    cache = PrepCache(tmp_path / "views")
+    assert cache.get("k") is None
+    cache.put("k", {"files": {"a.py": "x = 1\n"}, "functions": {}})
+    assert cache.get("k") == {"files": {"a.py": "x = 1\n"}, "functions": {}}
+    (tmp_path / "views" / "k.json").write_text("{not json")
+    assert cache.get("k") is None
+
+
+def test_l1_and_l4_views_need_their_prepared_inputs(tmp_path):
+    (tmp_path / "m.py").write_text("def f(a):\n    return a\n")
+    inst = HUMANIZE
+    with pytest.raises(MissingPreparation, match="L1 view .* needs a prepared statement"):
+        build_view(inst, RepoFiles(tmp_path), "L1", 0)
+    with pytest.raises(MissingPreparation, match="L4 view .* needs prepared rewrites"):
+        build_view(inst, RepoFiles(tmp_path), "full", 0, prepared=Prepared(statement="s", statement_source="canonical"))
+
+
+def test_prepared_records_become_the_views_statement_and_files(tmp_path):
+    (tmp_path / "m.py").write_text("def f(a):\n    return a\n")
+    records = {"L1": {"text": "Paraphrased.", "source": "paraphrase", "attempts": 2, "history": []},
+               "L4": {"files": {"m.py": "def f(a):\n    b = a\n    return b\n"},
+                      "functions": {"m.py::f": {"source": "deterministic"}}}}
+    view = build_view(HUMANIZE, RepoFiles(tmp_path), "L1+L4", 0, prepared=prepared_for("L1+L4", records))
+    assert view.problem_statement == "Paraphrased."
+    assert dict(view.files) == {"m.py": "def f(a):\n    b = a\n    return b\n"}
+    assert (view.meta["l1_source"], view.meta["l1_attempts"], view.meta["l4_files"]) == ("paraphrase", 2, ["m.py"])
+    # A level without L1 ignores the statement record.
+    assert build_view(HUMANIZE, RepoFiles(tmp_path), "L4", 0,
+                      prepared=prepared_for("L4", records)).problem_statement == HUMANIZE.problem_statement
+
+
+# --- real repositories and the test gate in real containers -----------------------------
+
+
+@pytest.fixture(scope="module")
+def images(client):
+    cache = Path.home() / ".cache" / "raydist"
+    return {iid: ensure_instance_image(client, INSTANCES[iid].recipe, cache_dir=cache)
+            for iid in (HUMANIZE.instance_id, DEL_CONTROL.instance_id)}
+
+
+@pytest.mark.docker
+def test_rewrite_targets_are_the_functions_around_the_gold_hunks(images):
+    assert rewrite_targets(HUMANIZE, RepoFiles(images[HUMANIZE.instance_id].repo_dir)) == [
+        ("inflection/__init__.py", "humanize")]
+    assert rewrite_targets(DEL_CONTROL, RepoFiles(images[DEL_CONTROL.instance_id].repo_dir)) == [
+        ("wcwidth/wcwidth.py", "wcwidth")]
+
+
+@pytest.mark.docker
+def test_gate_passes_a_behaviour_preserving_rewrite_and_names_what_breaks_otherwise(client, images):
+    image = images[HUMANIZE.instance_id]
+    repo = RepoFiles(image.repo_dir)
+    gate = docker_gate(client, HUMANIZE, image.tag, repo, timeout=300)
+    path = "inflection/__init__.py"
+    original = repo.read(path)
+
+    fixed = apply_patch_to_texts({path: original}, HUMANIZE.patch)[path]
+    verdict = gate({path: fixed})
+    assert verdict.passed is False
+    assert "test_humanize_keeps_id_inside_a_word" in verdict.feedback  # the fix changes F2P's outcome
+
+    broken = original.replace('word = word.replace(\'_\', \' \')', "word = word.replace('_', '-')")
+    assert broken != original
+    verdict = gate({path: broken})
+    assert verdict.passed is False
+    assert "passed before the rewrite and fail after it" in verdict.feedback
+    assert "test_humanize" in verdict.feedback
+
+    assert gate({path: original}) == GateVerdict(True, "")
+
+
+@pytest.mark.docker
+def test_prepare_rewrites_without_llm_gives_a_gated_deterministic_rewrite_per_seed(client, images):
+    image = images[HUMANIZE.instance_id]
+    repo = RepoFiles(image.repo_dir)
+    gate = docker_gate(client, HUMANIZE, image.tag, repo, timeout=300)
+    opts = ViewOptions(l4_llm_attempts=0)
+    records = [prepare_rewrites(HUMANIZE, seed, repo, opts, gate) for seed in (0, 1)]
+    path = "inflection/__init__.py"
+    for record in records:
+        assert list(record["files"]) == [path]
+        assert record["functions"][f"{path}::humanize"]["source"] == "deterministic"
+        assert same_interface(repo.read(path), record["files"][path], "humanize")
+        assert gate(record["files"]).passed
+    assert records[0]["files"][path] != records[1]["files"][path]
+    assert records[0] == prepare_rewrites(HUMANIZE, 0, repo, opts, gate)  # seeded: same seed, same record
+
+
+@pytest.mark.docker
+def test_a_scripted_llm_rewrite_that_breaks_a_test_gets_the_failure_back_then_falls_back(client, images, tmp_path):
+    """The LLM half is injected as a callable; this scripted one answers a rewrite that
+    changes behaviour, so the test is about the retry loop and the fallback, not a model."""
+    image = images[HUMANIZE.instance_id]
+    repo = RepoFiles(image.repo_dir)
+    gate = docker_gate(client, HUMANIZE, image.tag, repo, timeout=300)
+    calls = []
+    wrong = ('```python\ndef humanize(word: str) -> str:\n    """{doc}"""\n    return word.upper()\n```')
+    import ast
+
+    doc = ast.get_docstring(next(n for n in ast.parse(repo.read("inflection/__init__.py")).body
+                                 if isinstance(n, ast.FunctionDef) and n.name == "humanize"), clean=False)
+
+    def complete(messages, *, seed, max_tokens, grammar=None):
+        calls.append(messages)
+        return wrong.replace("{doc}", doc)
+
+    record = prepare_rewrites(HUMANIZE, 0, repo, ViewOptions(l4_llm_attempts=2), gate, complete)
+    entry = record["functions"]["inflection/__init__.py::humanize"]
+    assert (entry["source"], entry["attempts"]) == ("deterministic", 2)
+    assert len(calls) == 2
+    assert "passed before the rewrite and fail after it" in entry["feedback"][0]
+    assert "passed before the rewrite and fail after it" in calls[1][-1]["content"]
