@@ -141,3 +141,32 @@ def test_hydra_multirun_runs_each_job_into_its_own_run_directory(tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     assert [r["resolved"] for r in runs(tmp_path, "builtin", "oracle")] == [True]
     assert [r["resolved"] for r in runs(tmp_path, "builtin", "null")] == [False]
+
+
+@pytest.mark.llm
+def test_validity_gate_excludes_views_the_oracle_cannot_resolve_or_the_null_agent_resolves(tmp_path):
+    """Three copies of a built-in instance: intact; with a FAIL_TO_PASS test that already passes
+    at the base (so doing nothing resolves); with a gold patch that fixes nothing. Only the
+    intact view reaches the LLM agent; the others are reported with their reason."""
+    base = json.loads((ROOT / "raydist/tasks/builtin/instances.jsonl").read_text().splitlines()[0])
+    good = dict(base, instance_id="gate-good")
+    passes_already = dict(base, instance_id="gate-null-resolves",
+                          FAIL_TO_PASS=json.dumps(json.loads(base["PASS_TO_PASS"])[:1]))
+    no_fix = dict(base, instance_id="gate-oracle-fails",
+                  patch=base["patch"].replace('+    word = re.sub(r"_id$", "", word)',
+                                              '+    word = re.sub(r"_id", "", word)  # same behaviour'))
+    assert no_fix["patch"] != base["patch"]
+    source = tmp_path / "gate.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in (good, passes_already, no_fix)))
+    res = launch(tmp_path, "benchmark=file", f"benchmark.source={source}", "levels=[L0]",
+                 "agents.miniswe.step_limit=1")
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = runs(tmp_path, "file", "miniswe")
+    assert [r["instance_id"] for r in rows] == ["gate-good"]
+    gate = json.loads((tmp_path / "file" / "miniswe" / "gemma3-270m" / "gate.json").read_text())
+    assert gate["checked"] == 3
+    reasons = {e["instance_id"]: e["reason"] for e in gate["excluded"]}
+    assert set(reasons) == {"gate-null-resolves", "gate-oracle-fails"}
+    assert "null agent (no change) resolves" in reasons["gate-null-resolves"]
+    assert "oracle" in reasons["gate-oracle-fails"]
+    assert "2 excluded and not run" in res.stdout
