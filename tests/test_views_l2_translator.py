@@ -7,7 +7,8 @@ import keyword
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raydist.views.l2_mapping import COMMAND_WORDS, build_mapping, split_subwords, virtual_name
+from raydist.views.l2_mapping import COMMAND_WORDS, KEPT_SUBWORDS, build_mapping, split_subwords, virtual_name
+from raydist.views.l2_names import is_reserved
 from raydist.views.translator import NamespaceTranslator
 
 NAMES = ["toolz", "itertoolz", "merge_sorted", "merge_with", "InstanceProperty", "LONG_VERSION_PY",
@@ -47,6 +48,18 @@ def test_mapping_is_a_bijection_clear_of_tokens_keywords_and_commands():
     for virtual in V.values():
         assert virtual not in TOKENS and not keyword.iskeyword(virtual)
         assert virtual not in COMMAND_WORDS and virtual.isidentifier()
+
+
+def test_virtual_words_have_two_syllables_so_none_is_a_short_option_cluster():
+    words = [w for s, w in MAPPING.subwords.items() if s not in KEPT_SUBWORDS]
+    assert words and min(len(w) for w in words) >= 4
+    command = f"grep -li {V['curry']} {V['toolz']} | tail -n 3"
+    assert T.to_original(command) == "grep -li curry toolz | tail -n 3"
+
+
+def test_shell_commands_and_bash_reserved_words_are_never_remapped():
+    assert {"fi", "do", "done", "then", "esac", "tail", "diff"} <= COMMAND_WORDS
+    assert is_reserved("tail") == is_reserved("done") == is_reserved("fi") == "shell word"
 
 
 def test_mapping_is_deterministic_per_identity_and_seed():

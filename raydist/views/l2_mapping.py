@@ -3,7 +3,7 @@
 Each identifier splits into subwords (``merge_sorted`` -> ``merge``, ``sorted``;
 ``InstanceProperty`` -> ``Instance``, ``Property``; ``LONG_VERSION_PY`` -> ``LONG``,
 ``VERSION``, ``PY``). Every distinct subword (case-folded) maps to one pronounceable virtual
-word, drawn from a generator seeded by ``(repository identity, seed, subword)``, so the same
+word of two to four syllables, drawn from a generator seeded by ``(repository identity, seed, subword)``, so the same
 subword maps the same way everywhere and in every instance of the repository. Case style,
 separators, leading/trailing underscores and digits are kept, so ``merge_sorted`` becomes
 e.g. ``toval_rimeku`` and ``InstanceProperty`` ``BasoriNuvet``.
@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from raydist.views.l2_names import BUILTINS, KEYWORDS, STDLIB
+from raydist.views.l2_names import BUILTINS, COMMAND_WORDS, KEYWORDS, STDLIB
 
 SUBWORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 KEPT_SUBWORDS = frozenset({"test", "tests", "setup", "teardown", "conftest", "fixture", "fixtures", "up", "down"})
@@ -28,12 +28,6 @@ _ONSETS = "b d f g k l m n p r s t v z".split() + ["br", "dr", "gl", "kr", "pl",
 _VOWELS = "a e i o u".split()
 _CODAS = ["", "", "", "n", "l", "r", "s", "k"]
 _MAX_DRAWS = 1000
-#: Shell command names no virtual word may take, so translating a command never changes its head.
-COMMAND_WORDS = frozenset("""
-awk bash base64 cat cd chmod cp curl cut diff echo env find git grep gunzip gzip head kill less ls
-make mkdir more mv nano patch perl pip pip3 printf ps pwd python python3 pytest rg rm rmdir sed
-seq sh sort stat tail tar tee test touch tox tr true false uniq vi vim wc wget which xargs yes zip
-""".split())
 
 
 def split_subwords(name: str) -> list[str]:
@@ -50,7 +44,9 @@ def _case_like(word: str, model: str) -> str:
 
 
 def _pronounceable(rng: random.Random, length: int) -> str:
-    syllables = max(1, min(4, round(length / 2.8)))
+    # Two syllables at least: a one-syllable word (``li``, ``fi``, ``du``) is too often a short
+    # option cluster (``grep -li``) or a shell word, which ``to_original`` would then rewrite.
+    syllables = max(2, min(4, round(length / 2.8)))
     parts = [rng.choice(_ONSETS) + rng.choice(_VOWELS) for _ in range(syllables)]
     return "".join(parts) + rng.choice(_CODAS)
 

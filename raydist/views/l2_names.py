@@ -6,7 +6,8 @@ classes, functions and methods (at any depth), module- and class-level assignmen
 and aliases of repository imports. It then removes everything that is, or might be,
 someone else's name, because renaming it would break the code the agent reasons about:
 
-* keywords, builtins, standard-library module names, dunders, names under 3 characters;
+* keywords, builtins, standard-library module names, shell command names and bash reserved
+  words, dunders, names under 3 characters;
 * anything imported from outside the repository (and the module path it came from);
 * attributes read from external objects (``itertools.groupby``, ``"x".join``), and
   attributes read from objects of unknown origin when the name is an attribute of a
@@ -41,6 +42,16 @@ IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 STDLIB = frozenset(sys.stdlib_module_names)
 BUILTINS = frozenset(dir(builtins))
 KEYWORDS = frozenset(keyword.kwlist) | frozenset(keyword.softkwlist)
+#: The shell's vocabulary: command names and bash reserved words. No virtual word takes one, and
+#: no repository name that is one is remapped, so translation in either direction leaves every
+#: command head and keyword of a command line (``... | tail -n 3``, ``then ... fi``) as typed.
+COMMAND_WORDS = frozenset("""
+awk bash base64 cat cd chmod cp curl cut diff du echo env find git grep gunzip gzip head kill less ln ls
+make mkdir more mv nano patch perl pip pip3 printf ps pwd python python3 pytest rg rm rmdir sed
+seq sh sleep sort stat sudo tail tar tee test timeout touch tox tr true false uniq vi vim wc wget which
+xargs yes zip
+case coproc do done elif else esac fi for function if in select then time until while
+""".split())
 #: Shorter symbols (``foo``, ``idx``) are too often also string data or parts of composed
 #: names; module and package names may be one character shorter.
 MIN_LENGTH = 4
@@ -51,7 +62,7 @@ _LITERALS = (ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.JoinedStr
 
 
 def is_reserved(name: str, min_length: int = MIN_LENGTH) -> str | None:
-    """Why ``name`` can never be remapped (keyword, builtin, stdlib, dunder, short), or None."""
+    """Why ``name`` can never be remapped (keyword, builtin, stdlib, shell word, dunder, short), or None."""
     if name.startswith("__") and name.endswith("__"):
         return "dunder"
     if name in KEYWORDS:
@@ -60,6 +71,8 @@ def is_reserved(name: str, min_length: int = MIN_LENGTH) -> str | None:
         return "builtin"
     if name in STDLIB:
         return "stdlib module"
+    if name in COMMAND_WORDS:
+        return "shell word"
     if len(name) < min_length or not re.search(r"[A-Za-z]{2}", name):
         return "too short"
     return None

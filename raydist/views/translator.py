@@ -60,7 +60,7 @@ class NamespaceTranslator:
         Paths, dotted modules, quoted code (``python -c '...'``), sed expressions, grep
         patterns and heredoc bodies change wherever a virtual name stands. Command heads
         (``grep``, ``python``, ``sed``...) never change: no virtual word is a command name
-        (``l2_mapping.COMMAND_WORDS``). File text translates the same way, so
+        (``l2_names.COMMAND_WORDS``). File text translates the same way, so
         ``to_original(render_file(p, t)) == t``.
         """
         if self._to_orig is None:
