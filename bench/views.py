@@ -17,12 +17,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import libcst
-from unidiff import PatchSet
 
 from raydist.tasks import load_instances
-from raydist.views import RepoFiles, ViewOptions, build_view, known_levels
-from raydist.views.l2_namespace import namespace_mapping, repository_identity  # registers L2
-from raydist.views.l4_rewrite import functions_enclosing_patch, rewrite_function_source
+from raydist.cluster.prepare import rewrite_targets
+from raydist.views import Prepared, RepoFiles, ViewOptions, build_view
+from raydist.views.l2_namespace import namespace_mapping, repository_identity
+from raydist.views.l4_rewrite import rewrite_function_source
 from raydist.views.translator import NamespaceTranslator
 
 BUILTIN = Path(__file__).resolve().parents[1] / "raydist" / "tasks" / "builtin" / "instances.jsonl"
@@ -141,11 +141,6 @@ def substring_hit(text: str, names) -> str:
     return "none"
 
 
-def token_lookup(text: str, forward) -> str:
-    """A reference: each identifier run looked up in ``forward``; the same output as ``to_view``."""
-    return re.sub(r"[A-Za-z0-9_]+", lambda m: forward.get(m.group(), m.group()), text)
-
-
 def replace_loop(text: str, pairs: list[tuple[str, str]]) -> str:
     """The baseline: plain substring replacement, name by name (longest first)."""
     for old, new in pairs:
@@ -167,8 +162,6 @@ def print_translator(translator: NamespaceTranslator, corpus: str, commands: lis
     orig_base = median_seconds(lambda: [replace_loop(c, backward) for c in commands], repeat)
     rows = [("to_view, observations", mb_text / view_s, mb_text / view_base),
             ("to_original, commands", mb_cmds / orig_s, mb_cmds / orig_base)]
-    token_s = median_seconds(lambda: token_lookup(corpus, translator.mapping.forward), repeat)
-    assert token_lookup(corpus, translator.mapping.forward) == translator.to_view(corpus)
     wrong_lines = sum(a != b for a, b in zip(translator.to_view(corpus).splitlines(),
                                              replace_loop(corpus, forward).splitlines()))
     wrong_cmds = sum(translator.to_original(c) != replace_loop(c, backward) for c in commands)
@@ -181,41 +174,30 @@ def print_translator(translator: NamespaceTranslator, corpus: str, commands: lis
           f"  (e.g. {substring_hit(corpus, translator.mapping.forward)}); its output differs from to_view on "
           f"{wrong_lines} of {corpus.count(chr(10))} lines\n  and from to_original on {wrong_cmds} of "
           f"{len(commands)} commands")
-    print(f"reference: an identifier scan with a dict lookup gives to_view's exact output at "
-          f"{mb_text / token_s:.2f} MB/s")
-
-
-def gold_functions(instance, repo: RepoFiles) -> list[tuple[str, str]]:
-    """(path, qualname) of the functions enclosing the gold patch's changed lines."""
-    found = []
-    for patched in PatchSet(getattr(instance, "patch", "") or ""):
-        path = patched.path
-        text = repo.read(path) if path.endswith(".py") else None
-        if text is None:
-            continue
-        hunks = []
-        for hunk in patched:
-            last, changed = hunk.source_start, []
-            for line in hunk:
-                last = line.source_line_no or last
-                if line.is_removed or line.is_added:
-                    changed.append(last)
-            if changed:
-                hunks.append((min(changed), max(changed)))
-        found += [(path, q) for q in functions_enclosing_patch(text, hunks)]
-    return found
 
 
 def l4_row(instance, repo: RepoFiles, seed: int, repeat: int):
-    """(label, seconds or None): build_view L4 when it exists, else the rewrite of the gold functions."""
-    if "L4" in known_levels():
-        return "L4", median_seconds(lambda: build_view(instance, repo, "L4", seed), repeat)
-    targets = gold_functions(instance, repo)
-    label = f"L4 (no such level): rewrite_function_source, {len(targets)} gold fn"
+    """(label, seconds or None): the deterministic L4 rewrite of the functions around the gold
+    patch (what preparation computes before its test gate, which runs tests in Docker and is
+    not timed here)."""
+    targets = rewrite_targets(instance, repo)
+    label = f"L4 rewrite, {len(targets)} gold fn (test gate not timed)"
     if not targets:
         return label, None
     texts = {p: repo.read(p) for p, _ in targets}
     return label, median_seconds(lambda: [rewrite_function_source(texts[p], q, seed) for p, q in targets], repeat)
+
+
+def full_row(instance, repo: RepoFiles, seed: int, repeat: int):
+    """(label, seconds): ``build_view(full)`` from prepared records (canonical statement,
+    deterministic rewrites), i.e. L2 + L3 + L4 presentation without LLM or Docker."""
+    files = {}
+    for path, qualname in rewrite_targets(instance, repo):
+        files[path] = rewrite_function_source(files.get(path) or repo.read(path), qualname, seed)
+    prepared = Prepared(statement=instance.problem_statement, statement_source="canonical",
+                        rewrites=files, rewrite_meta={})
+    return "full from prepared records", median_seconds(
+        lambda: build_view(instance, repo, "full", seed, None, prepared), repeat)
 
 
 def print_builds(instance, root: Path, seed: int, repeat: int) -> None:
@@ -231,6 +213,7 @@ def print_builds(instance, root: Path, seed: int, repeat: int) -> None:
                                   ("L3, every .py file", "L3", every)):
         rows.append((label, median_seconds(lambda: build_view(instance, repo, level, seed, options), repeat)))
     rows.append(l4_row(instance, repo, seed, repeat))
+    rows.append(full_row(instance, repo, seed, repeat))
     print(f"\nview build of {instance.instance_id}")
     print(f"{'':52}{'ms':>10}{'x libcst':>10}")
     for label, seconds in rows:

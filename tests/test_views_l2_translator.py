@@ -131,3 +131,17 @@ def test_virtual_text_round_trips_through_the_original(text):
 
 def test_unmapped_words_are_neither_names_nor_virtual_names():
     assert not set(UNMAPPED) & (set(V) | set(V.values()))
+
+
+def test_a_name_glued_to_a_printed_escape_or_a_colour_code_is_translated_and_round_trips():
+    printed = "AssertionError: 'x\\nmerge_sorted' != 'x\\tcurry'"
+    seen = T.to_view(printed)
+    assert seen == f"AssertionError: 'x\\n{V['merge_sorted']}' != 'x\\t{V['curry']}'"
+    assert T.leak_count(printed) == 2 and T.leak_count(seen) == 0
+    assert T.to_original(seen) == printed
+    coloured = "toolz/itertoolz.py:12:def \x1b[01;31m\x1b[Kmerge_sorted\x1b[m\x1b[K(*seqs):"
+    seen = T.to_view(coloured)
+    assert seen == f"{V['toolz']}/{V['itertoolz']}.py:12:def \x1b[01;31m\x1b[K{V['merge_sorted']}\x1b[m\x1b[K(*seqs):"
+    assert T.leak_count(seen) == 0 and T.to_original(seen) == coloured
+    # A run that is itself a name wins over the escape reading (`\toolz` is not `\t` + oolz).
+    assert T.to_view("C:\\toolz") == f"C:\\{V['toolz']}"

@@ -8,11 +8,15 @@ namespace-bearing words change (arguments, quoted code such as ``python -c '...'
 expressions, grep patterns, heredoc bodies), never a command head (§III-F): virtual
 words are drawn outside the shell's command vocabulary, so a head is never a virtual name.
 
-Replacement is one compiled alternation, longest name first, matched only between
-identifier boundaries (``[A-Za-z0-9_]`` on neither side), so ``merge`` never rewrites
-``merge_sorted`` or ``remerge`` and no replaced text is translated twice. Because virtual
-names never equal a repository token, ``to_original(to_view(y)) == y`` for any text
-``y`` and ``to_view(to_original(x)) == x`` for text ``x`` free of original names.
+Replacement scans the text once for identifier runs (``[A-Za-z0-9_]+``) and looks each run
+up in the mapping, so ``merge`` never rewrites ``merge_sorted`` or ``remerge``, no replaced
+text is translated twice, and the cost does not grow with the number of names. Two kinds of
+runtime output glue a name to a prefix, and both are recognised: a C escape printed in a
+``repr`` (``'x\\nmerge_sorted'``: a run right after a backslash whose first letter is an
+escape letter is looked up without that letter) and an ANSI colour code (``grep
+--color=always``: the code is its own token). Because virtual names never equal a
+repository token, ``to_original(to_view(y)) == y`` for any text ``y`` and
+``to_view(to_original(x)) == x`` for text ``x`` free of original names.
 """
 
 from __future__ import annotations
@@ -22,15 +26,30 @@ from collections.abc import Mapping
 
 from raydist.views.l2_mapping import NameMapping
 
-_BOUNDARY = "A-Za-z0-9_"
+_TOKENS = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|[A-Za-z0-9_]+")
+_ESCAPES = frozenset("abfnrtv")
 
 
-def name_pattern(names: Mapping[str, str]) -> re.Pattern[str] | None:
-    """One alternation of ``names``' keys, longest first, between identifier boundaries."""
-    if not names:
-        return None
-    alternation = "|".join(re.escape(n) for n in sorted(names, key=lambda n: (-len(n), n)))
-    return re.compile(rf"(?<![{_BOUNDARY}])(?:{alternation})(?![{_BOUNDARY}])")
+def _rewrite(text: str, table: Mapping[str, str]) -> tuple[str, int]:
+    """``text`` with every identifier run found in ``table`` replaced, and how many were."""
+    count = 0
+
+    def one(match: re.Match) -> str:
+        nonlocal count
+        token = match.group()
+        new = table.get(token)
+        if new is not None:
+            count += 1
+            return new
+        start = match.start()
+        if start and token[0] in _ESCAPES and text[start - 1] == "\\" and len(token) > 1:
+            new = table.get(token[1:])
+            if new is not None:
+                count += 1
+                return token[0] + new
+        return token
+
+    return _TOKENS.sub(one, text), count
 
 
 class NamespaceTranslator:
@@ -41,18 +60,13 @@ class NamespaceTranslator:
 
     def __init__(self, mapping: NameMapping) -> None:
         self.mapping = mapping
-        self._to_view = name_pattern(mapping.forward)
-        self._to_orig = name_pattern(mapping.backward)
 
     def __repr__(self) -> str:
         return f"NamespaceTranslator({len(self.mapping.forward)} names)"
 
     def to_view(self, text: str) -> str:
         """``text`` (an observation, a file, a path) with every original name made virtual."""
-        if self._to_view is None:
-            return text
-        forward = self.mapping.forward
-        return self._to_view.sub(lambda m: forward[m.group()], text)
+        return _rewrite(text, self.mapping.forward)[0] if self.mapping.forward else text
 
     def to_original(self, command: str) -> str:
         """A bash ``command`` written in virtual names, rewritten to run on the original repo.
@@ -63,13 +77,9 @@ class NamespaceTranslator:
         (``l2_names.COMMAND_WORDS``). File text translates the same way, so
         ``to_original(render_file(p, t)) == t``.
         """
-        if self._to_orig is None:
-            return command
-        backward = self.mapping.backward
-        return self._to_orig.sub(lambda m: backward[m.group()], command)
+        return _rewrite(command, self.mapping.backward)[0] if self.mapping.backward else command
 
     def leak_count(self, text: str) -> int:
-        """Occurrences of remapped original names in ``text`` (0 for anything ``to_view`` made)."""
-        if self._to_view is None:
-            return 0
-        return sum(1 for _ in self._to_view.finditer(text))
+        """Occurrences of remapped original names in ``text`` (0 for anything ``to_view`` made),
+        found exactly as ``to_view`` finds them (§III-F leak audit)."""
+        return _rewrite(text, self.mapping.forward)[1] if self.mapping.forward else 0
