@@ -157,11 +157,11 @@ def _levels(levels) -> list[str]:
 
 def run_job(job: Job) -> None:
     """Run the units of ``job`` that are not finished yet, then write ``runs.parquet``,
-    ``preds.jsonl`` and ``summary.md`` in ``job.run_dir`` and print the summary.
+    ``steps.parquet``, ``preds.jsonl`` and ``summary.md`` in ``job.run_dir`` and print the summary.
 
     SIGTERM and Ctrl-C stop scheduling; rows already written stay, and the tables are
     compiled from them before exiting."""
-    from raydist.results import ResultStore, summarise, to_markdown
+    from raydist.results import ResultStore, action_mix, action_mix_markdown, summarise, to_markdown
     from raydist.sandbox import BaseImageMissing, SandboxUnavailable, connect, ensure_base_image, sweep_orphans
 
     store = ResultStore(job.run_dir)
@@ -195,6 +195,7 @@ def run_job(job: Job) -> None:
     table = store.compile(keys)
     note = "Interrupted before the plan finished." if interrupted else ""
     report = to_markdown(summarise(table), title=job.title, planned=len(job.units), note=note)
+    report += action_mix_markdown(action_mix(table))
     report += error_digest(table)
     (job.run_dir / "summary.md").write_text(report)
     print(report, flush=True)

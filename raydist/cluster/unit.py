@@ -44,7 +44,9 @@ class UnitInputError(Exception):
 
 
 def execute_unit(unit: RunUnit, instance, settings: UnitSettings, endpoint=None) -> dict:
-    """Run one unit and return its result row (see ``raydist.results.schema``).
+    """Run one unit and return its result row (see ``raydist.results.schema``), with the
+    agent's per-command records under ``step_records`` when it ran (``ResultStore.write_row``
+    stores them as the unit's steps).
 
     Never raises for an outcome of the run: infrastructure failures (Docker, image build,
     model server) come back as a row with ``error_kind="infrastructure"`` (retried on resume),
@@ -104,6 +106,9 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint) -> dict:
         "output_tokens": outcome.output_tokens, "cost": outcome.cost, "agent_seconds": round(agent_seconds, 3),
         "view_files": len(view.files), "view_meta": json.dumps(view.meta, default=str, sort_keys=True),
         "trajectory": str(traj_path),
+        # §IV RQ2 action mix and §III-F leak audit; the step records go to the steps file.
+        **{f"actions_{category}": n for category, n in outcome.action_counts.items()},
+        "leak_count": outcome.leak_count, "step_records": [dict(r) for r in outcome.step_records],
     }
     if outcome.error and outcome.exit_status not in AGENT_OUTCOMES:
         out.update(error=outcome.error, error_kind="infrastructure")
