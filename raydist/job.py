@@ -196,11 +196,11 @@ def _levels(levels) -> list[str]:
 
 def run_job(job: Job) -> None:
     """Run the units of ``job`` that are not finished yet, then write ``runs.parquet``,
-    ``preds.jsonl`` and ``summary.md`` in ``job.run_dir`` and print the summary.
+    ``steps.parquet``, ``preds.jsonl`` and ``summary.md`` in ``job.run_dir`` and print the summary.
 
     SIGTERM and Ctrl-C stop scheduling; rows already written stay, and the tables are
     compiled from them before exiting."""
-    from raydist.results import ResultStore, summarise, to_markdown
+    from raydist.results import ResultStore, action_mix, action_mix_markdown, summarise, to_markdown
     from raydist.sandbox import BaseImageMissing, SandboxUnavailable, connect, ensure_base_image, sweep_orphans
 
     store = ResultStore(job.run_dir)
@@ -218,11 +218,10 @@ def run_job(job: Job) -> None:
     if removed:
         print(f"removed {removed} containers left by an earlier run that was killed", flush=True)
     interrupted = False
-    excluded: list[dict] = []
     if todo:
         signal.signal(signal.SIGTERM, _raise_interrupt)
         try:
-            excluded = _execute(job, todo, store)
+            _execute(job, todo, store)
         except OSError as exc:
             raise JobError(f"{exc}; free space or choose another output_root (finished rows are kept)") from exc
         except KeyboardInterrupt:
@@ -235,6 +234,7 @@ def run_job(job: Job) -> None:
     table = store.compile(keys)
     note = "Interrupted before the plan finished." if interrupted else ""
     report = to_markdown(summarise(table), title=job.title, planned=len(job.units), note=note)
+    report += action_mix_markdown(action_mix(table))
     report += gate_report(job)
     report += error_digest(table)
     (job.run_dir / "summary.md").write_text(report)

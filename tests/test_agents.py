@@ -4,15 +4,24 @@ plain-Python pieces (settings, prompts, truncation, trajectory redaction)."""
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from minisweagent.exceptions import Submitted
 
 from raydist.agents import AgentSettings, ViewEnvironment, load_prompts, null, oracle, save_trajectory, truncate_middle
-from raydist.agents.scripted import write_file_commands
+from raydist.agents.outcome import RecordingAgent
+from raydist.agents.scripted import SUBMIT_COMMAND, ScriptedModel, write_file_commands
 from raydist.models.endpoint import LOCAL_PLACEHOLDER_KEY
-from raydist.sandbox import Limits, Sandbox, base_image_tag
+from raydist.sandbox import Limits, Sandbox, base_image_tag, ensure_instance_image
+from raydist.tasks import load_instances
+from raydist.views import RepoFiles, build_view
 from raydist.views.base import IDENTITY, View
+from raydist.views.l2_namespace import namespace_level  # noqa: F401  (registers L2)
+
+CACHE = Path(os.environ.get("RAYDIST_CACHE_DIR", Path.home() / ".cache" / "raydist"))
 
 ORIGINAL = {
     "calc.py": "def add(a, b):\n    return a - b\n",
@@ -48,6 +57,32 @@ class RenameTranslator:
 
     def to_view(self, text: str) -> str:
         return text.replace("calc", "arith")
+
+
+class AuditedRename(RenameTranslator):
+    """RenameTranslator with a leak audit, like L2's: any spelling of `calc` is the original
+    name, so the upper-case one it does not rename is a leak."""
+
+    def leak_count(self, text: str) -> int:
+        return text.lower().count("calc")
+
+
+class UsageModel(ScriptedModel):
+    """Plays back responses of one or more commands, each with the token usage a server reports."""
+
+    def __init__(self, responses: list[tuple[list[str], int, int]], observation_template: str):
+        super().__init__("usage", [], observation_template)
+        self._responses = list(responses)
+
+    def query(self, messages: list[dict], **kwargs) -> dict:
+        commands, input_tokens, output_tokens = self._responses.pop(0)
+        extra = {"actions": [{"command": c} for c in commands], "cost": 0.0,
+                 "input_tokens": input_tokens, "output_tokens": output_tokens}
+        return {"role": "assistant", "content": "THOUGHT: scripted.", "extra": extra}
+
+
+def without_seconds(records) -> list[dict]:
+    return [{k: v for k, v in r.items() if k != "seconds"} for r in records]
 
 
 class Task:
@@ -127,6 +162,7 @@ def test_environment_translates_command_and_output(box):
     assert env.steps[0]["command"] == "cat arith.py && echo calc"
     assert env.steps[0]["executed"] == "cat calc.py && echo calc"
     assert (env.steps[0]["step"], env.steps[0]["returncode"], env.steps[0]["timed_out"]) == (1, 0, False)
+    assert (env.steps[0]["category"], env.steps[0]["leak_count"]) == ("read", 0)  # no leak_count method: 0
     assert env.serialize()["info"]["view"] == {"instance": "tiny-1", "level": "L0", "seed": 0}
 
 
@@ -197,3 +233,81 @@ def test_null_submits_without_editing(box, tmp_path):
     assert json.loads((tmp_path / "null.json").read_text())["info"]["commands"][0]["command"] == (
         "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
     )
+
+
+@pytest.mark.docker
+def test_environment_records_category_tokens_and_leaks_of_the_shown_output(box):
+    env = ViewEnvironment(box, tiny_view(AuditedRename()), timeout=30, output_limit_chars=10)
+    out = env.execute({"command": "printf CALCxxxxxxxxxxCALCxxxxxxxxxxCALC", "input_tokens": 120, "output_tokens": 9})
+    env.execute({"command": "cat arith.py"})
+    # The middle CALC is elided, so the agent saw two of the three.
+    assert out["output"] == "CALCx\n[... 22 characters elided ...]\nxCALC"
+    assert without_seconds(env.steps) == [
+        {"step": 1, "command": "printf CALCxxxxxxxxxxCALCxxxxxxxxxxCALC",
+         "executed": "printf CALCxxxxxxxxxxCALCxxxxxxxxxxCALC", "category": "other", "returncode": 0,
+         "timed_out": False, "input_tokens": 120, "output_tokens": 9, "leak_count": 2},
+        {"step": 2, "command": "cat arith.py", "executed": "cat calc.py", "category": "read", "returncode": 0,
+         "timed_out": False, "input_tokens": 0, "output_tokens": 0, "leak_count": 0},
+    ]
+
+
+@pytest.mark.docker
+def test_a_calls_tokens_go_to_its_first_command_only(box):
+    prompts = load_prompts(settings().prompts_dir)
+    env = ViewEnvironment(box, tiny_view(), timeout=30)
+    model = UsageModel([(["ls", "cat calc.py"], 100, 7), ([SUBMIT_COMMAND], 130, 2)], prompts.observation)
+    agent = RecordingAgent(model, env, system_template=prompts.system, instance_template=prompts.instance,
+                           step_limit=0, cost_limit=0)
+    assert agent.run(task="t")["exit_status"] == "Submitted"
+    assert [(s["command"], s["category"], s["input_tokens"], s["output_tokens"]) for s in env.steps] == [
+        ("ls", "navigate", 100, 7), ("cat calc.py", "read", 0, 0), (SUBMIT_COMMAND, "submit", 130, 2)]
+
+
+@pytest.fixture(scope="module")
+def toolz_l2(client, toolz_src):
+    """An L2 view of the real toolz 1.0.0 and a sandbox holding its Python files at /testbed."""
+    repo = RepoFiles(toolz_src)
+    task = SimpleNamespace(instance_id="toolz-l2", repo="pytoolz/toolz", patch="", test_patch="",
+                           problem_statement="merge_sorted in toolz/itertoolz.py drops keys")
+    view = build_view(task, repo, "L2", 0)
+    with Sandbox.create(client, base_image_tag(), limits=Limits(memory="1g", pids=256), name="agents-l2") as sandbox:
+        sandbox.write_files({path: repo.read(path) for path in repo.python_files()})
+        yield view, sandbox
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("original, category, raw_leaks", [
+    ("cat toolz/itertoolz.py", "read", 49),
+    ("python -c 'from toolz.itertoolz import merge_sorted; list(merge_sorted([1, 2], [\"a\"]))'", "probe", 4),
+])
+def test_l2_observations_show_no_original_name_that_the_untranslated_output_would(toolz_l2, original, category,
+                                                                                   raw_leaks):
+    view, sandbox = toolz_l2
+    env = ViewEnvironment(sandbox, view, timeout=60)
+    command = view.translator.to_view(original)
+    assert command != original
+    out = env.execute({"command": command})
+    step = env.steps[0]
+    assert (step["executed"], step["category"], step["leak_count"]) == (original, category, 0)
+    assert view.translator.leak_count(out["output"]) == 0
+    untranslated = sandbox.exec(original, timeout=60, cwd="/testbed", env=env.config.env).output
+    assert view.translator.leak_count(truncate_middle(untranslated, env.config.output_limit_chars)) == raw_leaks
+
+
+@pytest.mark.docker
+def test_oracle_on_a_builtin_l2_instance_edits_then_submits_with_no_tokens_and_no_leaks(client):
+    instance = load_instances("builtin")[0]
+    image = ensure_instance_image(client, instance.recipe, cache_dir=CACHE, label=instance.instance_id)
+    repo = RepoFiles(Path(image.repo_dir))
+    view = build_view(instance, repo, "L2", 0)
+    with Sandbox.create(client, image.tag, limits=Limits(memory="1g", pids=256), name="agents-oracle-l2") as sandbox:
+        outcome = oracle(view=view, sandbox=sandbox, instance=instance, read_original=repo.read, settings=settings())
+    assert (outcome.exit_status, outcome.error) == ("Submitted", None)
+    assert [(s["step"], s["category"], s["input_tokens"], s["output_tokens"], s["leak_count"])
+            for s in outcome.step_records] == [(1, "edit", 0, 0, 0), (2, "submit", 0, 0, 0)]
+    assert outcome.step_records[0]["executed"] == view.translator.to_original(outcome.step_records[0]["command"])
+    assert outcome.action_counts == {"submit": 1, "edit": 1, "test": 0, "probe": 0, "read": 0, "search": 0,
+                                     "navigate": 0, "other": 0}
+    # The statement shown is translated by the view; untranslated it would name the repository.
+    assert view.translator.leak_count(instance.problem_statement) == 10
+    assert (outcome.statement_leaks, outcome.leak_count) == (0, 0)

@@ -99,6 +99,18 @@ def test_sigkill_of_the_driver_then_rerun_leaves_one_row_per_unit_and_no_contain
     assert raydist_containers() == []
 
 
+def test_oracle_run_writes_its_steps_action_counts_and_leak_audit(tmp_path):
+    res = launch(tmp_path, "agent=oracle", "benchmark.limit=1", "levels=[L0]")
+    assert res.returncode == 0, res.stderr[-3000:]
+    [row] = runs(tmp_path, "builtin", "oracle")
+    assert (row["actions_edit"], row["actions_submit"], row["actions_read"], row["leak_count"]) == (1, 1, 0, 0)
+    steps = pq.read_table(tmp_path / "builtin" / "oracle" / "gemma3-270m" / "steps.parquet").to_pylist()
+    assert [(s["key"], s["step"], s["category"], s["input_tokens"]) for s in steps] == [
+        (row["key"], 1, "edit", 0), (row["key"], 2, "submit", 0)]
+    assert "| - | oracle | L0 | 1 | 0.0 | 0.0 | 0.0 | 0.0 | 1.0 | 0.0 | 1.0 | 0.0 | 0 |" in res.stdout
+    assert "Leak audit (§III-F): 0 original repository names shown to the agent." in res.stdout
+
+
 def test_unknown_model_name_is_a_clear_error_before_any_unit_runs(tmp_path):
     res = launch(tmp_path, "model=nosuchprovider/nosuchmodel")
     assert res.returncode == 2

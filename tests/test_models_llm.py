@@ -138,6 +138,11 @@ def test_gemma_agent_run_in_a_container(llama, box, tmp_path):
     assert saved == outcome.trajectory
     assert sum(m["role"] == "assistant" for m in saved["messages"]) == outcome.steps
     assert len(saved["info"]["commands"]) == outcome.steps  # the grammar makes every step one command
+    # One command per call, so each call's tokens sit on its step and the steps sum to the totals.
+    assert [s["step"] for s in outcome.step_records] == list(range(1, outcome.steps + 1))
+    assert all(s["input_tokens"] > 0 and s["output_tokens"] > 0 for s in outcome.step_records)
+    assert sum(s["input_tokens"] for s in outcome.step_records) == outcome.input_tokens
+    assert sum(s["output_tokens"] for s in outcome.step_records) == outcome.output_tokens
     assert saved["info"]["model_stats"]["input_tokens"] == outcome.input_tokens
     assert LOCAL_PLACEHOLDER_KEY not in path.read_text()
 
@@ -148,5 +153,6 @@ def test_unreachable_server_ends_the_run_with_a_clear_error(box, tmp_path):
     outcome = run_agent(view=tiny_view(), sandbox=box, endpoint=ModelEndpoint(LITELLM_MODEL, api_base=api_base, local=True),
                         settings=AgentSettings(model_retries=2), trajectory_path=tmp_path / "dead.json")
     assert (outcome.exit_status, outcome.steps, outcome.input_tokens) == ("ModelUnreachable", 1, 0), outcome.error
+    assert (outcome.step_records, outcome.leak_count) == ((), 0)
     assert f"at {api_base} did not answer after 2 attempt(s)" in outcome.error
     assert outcome.trajectory["messages"][-1]["role"] == "exit"

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from raydist.cluster.plan import RunUnit, build_plan, expand_levels, stable_hash, unit_config_hash
-from raydist.results import ResultStore, redact, summarise, to_markdown
+from raydist.results import ResultStore, action_mix, action_mix_markdown, redact, summarise, to_markdown
 
 
 @dataclass
@@ -114,6 +114,80 @@ def test_summary_groups_by_model_agent_level_with_exact_means(tmp_path):
     md = to_markdown(rows, title="t", planned=12)
     assert "3 of 12 units finished." in md
     assert "| gemma3-270m | miniswe | L0 | 2 | 1 | 50.0% | 3.0 | 200 | 20 | 0.0000 | 0 |" in md
+
+
+def _record(step: int, command: str, category: str, **extra) -> dict:
+    """A ViewEnvironment step record (an identity view: executed as written)."""
+    return {"step": step, "command": command, "executed": command, "category": category, "returncode": 0,
+            "seconds": 0.5, "timed_out": False, "input_tokens": 0, "output_tokens": 0, "leak_count": 0} | extra
+
+
+def _step_row(unit: RunUnit, record: dict) -> dict:
+    return {"key": unit.key, "instance_id": unit.instance_id, "model": unit.model, "agent": unit.agent,
+            "level": unit.level, "seed": unit.seed} | record
+
+
+def test_steps_are_stored_with_their_row_survive_a_new_store_and_compile_in_plan_order(tmp_path):
+    units = _units()
+    first = [_record(1, "ls", "navigate", input_tokens=100, output_tokens=7),
+             _record(2, "cat a.py", "read", leak_count=1)]
+    second = [_record(1, "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "submit", input_tokens=120, output_tokens=3)]
+    store = ResultStore(tmp_path)
+    store.write_row(_row(units[1], steps=1, step_records=second))  # written before units[0]
+    store.write_row(_row(units[0], steps=2, step_records=first))
+    store.write_row(_row(units[2], error="image build failed", error_kind="input"))  # no steps
+    keys = [u.key for u in units]
+    resumed = ResultStore(tmp_path)
+    assert resumed.finished_keys(keys, retry_errors=True) == {units[0].key, units[1].key, units[2].key}
+    assert resumed.read_steps(units[0].key) == [_step_row(units[0], r) for r in first]
+    assert resumed.read_steps(units[2].key) == []
+    assert resumed.read_row(units[0].key)["steps"] == 2
+    resumed.compile(keys)
+    expected = [_step_row(units[0], r) for r in first] + [_step_row(units[1], r) for r in second]
+    assert pq.read_table(tmp_path / "steps.parquet").to_pylist() == expected
+    assert not list((tmp_path / "steps").glob("*.tmp*"))
+
+
+def test_a_rewritten_row_without_steps_drops_the_steps_of_the_earlier_attempt(tmp_path):
+    store = ResultStore(tmp_path)
+    unit = _units()[0]
+    store.write_row(_row(unit, step_records=[_record(1, "ls", "navigate")], error="docker died",
+                         error_kind="infrastructure"))
+    store.write_row(_row(unit, error="docker died before the agent", error_kind="infrastructure"))
+    assert store.read_steps(unit.key) == []
+    store.compile([unit.key])
+    assert pq.read_table(tmp_path / "steps.parquet").num_rows == 0
+
+
+def test_a_damaged_steps_file_counts_as_not_finished(tmp_path):
+    store = ResultStore(tmp_path)
+    unit = _units()[0]
+    store.write_row(_row(unit, step_records=[_record(1, "ls", "navigate")]))
+    store.steps_path(unit.key).write_bytes(b"not parquet")
+    assert store.finished_keys([unit.key], retry_errors=False) == set()
+
+
+def test_action_mix_gives_mean_commands_per_category_per_level_and_the_total_leaks(tmp_path):
+    store = ResultStore(tmp_path)
+    units = _units()
+    counts = {f"actions_{c}": 0 for c in ("navigate", "search", "read", "probe", "edit", "test", "submit", "other")}
+    store.write_row(_row(units[0], **counts | {"actions_read": 3, "actions_edit": 1, "actions_submit": 1}, leak_count=0))
+    store.write_row(_row(units[1], **counts | {"actions_read": 1, "actions_search": 2}, leak_count=2))
+    store.write_row(_row(units[3], **counts | {"actions_edit": 2, "actions_submit": 1}, leak_count=0))
+    store.write_row(_row(units[4], error="docker died", error_kind="infrastructure"))  # ran no agent
+    mix = action_mix(store.compile([u.key for u in units]))
+    zero = {f"mean_{c}": 0.0 for c in ("navigate", "search", "read", "probe", "edit", "test", "submit", "other")}
+    assert mix == [
+        {"model": "gemma3-270m", "agent": "miniswe", "level": "L0", "units": 2,
+         **zero | {"mean_search": 1.0, "mean_read": 2.0, "mean_edit": 0.5, "mean_submit": 0.5}, "leaks": 2},
+        {"model": "gemma3-270m", "agent": "miniswe", "level": "L3", "units": 1,
+         **zero | {"mean_edit": 2.0, "mean_submit": 1.0}, "leaks": 0},
+    ]
+    md = action_mix_markdown(mix)
+    assert "| model | agent | level | units | navigate | search | read | probe | edit | test | submit | other | leaks |" in md
+    assert "| gemma3-270m | miniswe | L0 | 2 | 0.0 | 1.0 | 2.0 | 0.0 | 0.5 | 0.0 | 0.5 | 0.0 | 2 |" in md
+    assert "Leak audit (§III-F): 2 original repository names shown to the agent" in md
+    assert action_mix_markdown([]) == ""
 
 
 def test_redact_masks_credential_fields_and_secret_values():

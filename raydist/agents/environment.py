@@ -2,7 +2,8 @@
 
 The agent writes commands in view coordinates; each runs in original coordinates
 (`translator.to_original`) and its output is shown back in view coordinates
-(`translator.to_view`), SchrodingerRepo §III-C/§III-F.
+(`translator.to_view`), SchrodingerRepo §III-C/§III-F. Every step is recorded with its
+action category (§IV RQ2) and the leak audit of the observation shown (§III-F).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from typing import Any, Mapping
 
 from minisweagent.exceptions import Submitted
 from pydantic import BaseModel
+
+from raydist.agents.taxonomy import classify
 
 SUBMIT_MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 DEFAULT_ENV = {"PAGER": "cat", "MANPAGER": "cat", "LESS": "-R", "PIP_PROGRESS_BAR": "off", "TQDM_DISABLE": "1"}
@@ -38,6 +41,14 @@ def truncate_middle(text: str, limit: int) -> str:
     return f"{text[:head]}\n[... {len(text) - head - tail} characters elided ...]\n{text[len(text) - tail:]}"
 
 
+def leak_count(translator, text: str) -> int:
+    """Original repository-internal names in `text` that the agent would see (§III-F leak audit):
+    `translator.leak_count(text)` for a translator that remaps names (L2), else 0, since a
+    translator without the method (the identity of L0/L1/L3/L4) hides no name that could leak."""
+    count = getattr(translator, "leak_count", None)
+    return int(count(text)) if count is not None else 0
+
+
 class ViewEnvironment:
     """Runs the agent's bash commands in `sandbox`, translated through `view.translator`.
 
@@ -49,8 +60,17 @@ class ViewEnvironment:
         cwd: directory of every command.
         output_limit_chars: characters kept of each output (head and tail).
 
-    Each executed command is recorded in `steps` as
-    `{"step", "command", "executed", "returncode", "seconds", "timed_out"}`.
+    Each executed command is recorded in `steps` as a dict:
+        step: 1-based position in the run.
+        command: as the agent wrote it (view coordinates); executed: as run (original).
+        category: `taxonomy.classify(command)`, one of navigate/search/read/probe/edit/test/
+            submit/other (§IV RQ2).
+        returncode, seconds (wall time of the command), timed_out.
+        input_tokens, output_tokens: the tokens of the model call that produced the command,
+            taken from the action's own `input_tokens`/`output_tokens` keys (0 when absent);
+            the agent sets them on the first action of each response only (`RecordingAgent`).
+        leak_count: original names in the observation as shown, after translation and
+            truncation (`leak_count`, §III-F).
     """
 
     def __init__(self, sandbox, view, timeout: float = 60.0, env: Mapping[str, str] | None = None, *,
@@ -64,7 +84,8 @@ class ViewEnvironment:
     def execute(self, action: dict, cwd: str = "", *, timeout: float | None = None) -> dict[str, Any]:
         """Run `action["command"]` (view coordinates) and return mini-swe-agent's output dict
         `{"output", "returncode", "exception_info", "extra"}` with the output in view
-        coordinates, truncated to `output_limit_chars`.
+        coordinates, truncated to `output_limit_chars`; `extra` is the step's record.
+        `action` may carry the producing call's `input_tokens` and `output_tokens` (ints).
 
         Raises:
             Submitted: the output's first line is COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT and the
@@ -77,15 +98,19 @@ class ViewEnvironment:
         executed = self.view.translator.to_original(command)
         limit = timeout or self.config.timeout
         result = self.sandbox.exec(executed, timeout=limit, cwd=cwd or self.config.cwd, env=self.config.env)
+        seen = self.view.translator.to_view(result.output)
+        shown = truncate_middle(seen, self.config.output_limit_chars)
         record = {
-            "step": len(self.steps) + 1, "command": command, "executed": executed,
+            "step": len(self.steps) + 1, "command": command, "executed": executed, "category": classify(command),
             "returncode": result.returncode, "seconds": round(result.seconds, 3), "timed_out": result.timed_out,
+            "input_tokens": int(action.get("input_tokens", 0)), "output_tokens": int(action.get("output_tokens", 0)),
+            # Audited after truncation: a cut can shorten a virtual name into an original one.
+            "leak_count": leak_count(self.view.translator, shown),
         }
         self.steps.append(record)
-        seen = self.view.translator.to_view(result.output)
         _check_submitted(seen, result.returncode)
         return {
-            "output": truncate_middle(seen, self.config.output_limit_chars),
+            "output": shown,
             "returncode": result.returncode,
             "exception_info": f"the command was killed after {limit:g} s" if result.timed_out else "",
             "extra": record,

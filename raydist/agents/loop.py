@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from raydist.agents.environment import ViewEnvironment
+from raydist.agents.environment import ViewEnvironment, leak_count
 from raydist.agents.model import EndpointModel
-from raydist.agents.outcome import AgentOutcome, RedactingAgent
+from raydist.agents.outcome import AgentOutcome, RecordingAgent
 from raydist.agents.settings import AgentSettings, Prompts, load_prompts
 from raydist.models.endpoint import ModelEndpoint
 from raydist.models.grammar import ACTION_REGEX, action_grammar, grammar_extra_body
@@ -47,8 +47,11 @@ def run_agent(*, view, sandbox, endpoint: ModelEndpoint, settings: AgentSettings
             step; None keeps it in memory only.
 
     Returns:
-        AgentOutcome; a model that cannot be reached or any other failure inside the loop ends
-        the run with `exit_status` naming the exception and `error` its message (never raised).
+        AgentOutcome with one step record per executed command (category, tokens of the call
+        on its first command, leak audit of the observation shown) and the leak audit of the
+        statement (§III-F); a model that cannot be reached or any other failure inside the
+        loop ends the run with `exit_status` naming the exception and `error` its message
+        (never raised).
 
     Raises:
         FileNotFoundError: a prompt template is missing.
@@ -62,7 +65,7 @@ def run_agent(*, view, sandbox, endpoint: ModelEndpoint, settings: AgentSettings
     model = build_model(endpoint, settings, prompts)
     env = ViewEnvironment(sandbox, view, timeout=settings.command_timeout_s, cwd=settings.cwd,
                           output_limit_chars=settings.output_limit_chars)
-    agent = RedactingAgent(
+    agent = RecordingAgent(
         model, env, output_path=trajectory_path,
         system_template=prompts.system, instance_template=prompts.instance,
         step_limit=settings.step_limit, cost_limit=settings.cost_limit,
@@ -78,4 +81,5 @@ def run_agent(*, view, sandbox, endpoint: ModelEndpoint, settings: AgentSettings
     return AgentOutcome(
         exit_status=exit_status, steps=agent.n_calls, input_tokens=model.input_tokens,
         output_tokens=model.output_tokens, cost=agent.cost, trajectory=trajectory, error=error,
+        step_records=tuple(env.steps), statement_leaks=leak_count(view.translator, view.problem_statement),
     )

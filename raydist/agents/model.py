@@ -5,7 +5,9 @@ Differences from `LitellmTextbasedModel`, each for one reason:
   backoff and then end the run as `ModelUnreachable`, instead of mini-swe-agent's ten
   attempts with up to a minute between them;
 - the local placeholder API key is added per call, so it never enters the serialized config;
-- prompt and completion tokens are summed from `response.usage`;
+- prompt and completion tokens are summed from `response.usage`, and each call's own
+  counts are set in its message's `extra` (`input_tokens`, `output_tokens`) for the step
+  records;
 - cost comes from `raydist.models.pricing` (0 for local models, litellm's map otherwise).
 """
 
@@ -41,6 +43,7 @@ class EndpointModel(LitellmTextbasedModel):
     Attributes:
         input_tokens: prompt tokens summed over all responses (format errors included).
         output_tokens: completion tokens summed likewise.
+        last_usage: `{"input_tokens", "output_tokens"}` of the latest response.
     """
 
     # Every failure that survives our own bounded retry in _query ends the run at once.
@@ -51,6 +54,7 @@ class EndpointModel(LitellmTextbasedModel):
         self.retries = retries
         self.input_tokens = 0
         self.output_tokens = 0
+        self.last_usage = {"input_tokens": 0, "output_tokens": 0}
         super().__init__(model_name=endpoint.litellm_model, **kwargs)
 
     def _query(self, messages: list[dict[str, str]], **kwargs):
@@ -72,10 +76,24 @@ class EndpointModel(LitellmTextbasedModel):
                 f"attempt(s): {type(cause).__name__}: {cause}"
             ) from cause
 
+    def query(self, messages: list[dict], **kwargs) -> dict:
+        """mini-swe-agent's query; the message's `extra` also holds this call's `input_tokens`
+        and `output_tokens` (as the server reported them, 0 when it did not).
+
+        Raises:
+            ModelUnreachable: the endpoint did not answer within `retries` attempts.
+            minisweagent.exceptions.FormatError: the answer holds no single action.
+        """
+        message = super().query(messages, **kwargs)
+        message["extra"] |= self.last_usage
+        return message
+
     def _calculate_cost(self, response) -> dict[str, float]:
         usage = getattr(response, "usage", None)
-        self.input_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)
-        self.output_tokens += int(getattr(usage, "completion_tokens", 0) or 0)
+        self.last_usage = {"input_tokens": int(getattr(usage, "prompt_tokens", 0) or 0),
+                           "output_tokens": int(getattr(usage, "completion_tokens", 0) or 0)}
+        self.input_tokens += self.last_usage["input_tokens"]
+        self.output_tokens += self.last_usage["output_tokens"]
         return {"cost": completion_cost(response, self.endpoint.litellm_model, local=self.endpoint.local)}
 
     def serialize(self) -> dict:

@@ -1,4 +1,5 @@
-"""What an agent run hands back, and how its trajectory is written without secrets."""
+"""What an agent run hands back, and the DefaultAgent that records it: trajectories written
+without secrets, each model call's tokens attached to the step it produced."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 from minisweagent.agents.default import DefaultAgent
 
+from raydist.agents.taxonomy import PRIORITY
 from raydist.models.endpoint import LOCAL_PLACEHOLDER_KEY
 from raydist.results.redact import redact, secret_values
 
@@ -27,6 +29,10 @@ class AgentOutcome:
         cost: USD (0 for local models and scripted agents).
         trajectory: the saved trajectory (mini-swe-agent format, secrets redacted).
         error: a failure's message, None when the run ended normally.
+        step_records: one dict per executed command, in order (`ViewEnvironment.steps`:
+            step, command, executed, category, returncode, seconds, timed_out, input_tokens,
+            output_tokens, leak_count); empty when the run failed before its first command.
+        statement_leaks: original names in the problem statement shown to the agent (§III-F).
     """
 
     exit_status: str
@@ -36,6 +42,21 @@ class AgentOutcome:
     cost: float
     trajectory: dict
     error: str | None = None
+    step_records: tuple[dict, ...] = ()
+    statement_leaks: int = 0
+
+    @property
+    def leak_count(self) -> int:
+        """The run's leak audit (§III-F): `statement_leaks` plus every step's `leak_count`."""
+        return self.statement_leaks + sum(r["leak_count"] for r in self.step_records)
+
+    @property
+    def action_counts(self) -> dict[str, int]:
+        """Executed commands per taxonomy category (§IV RQ2); every category is a key."""
+        counts = dict.fromkeys(PRIORITY, 0)
+        for record in self.step_records:
+            counts[record["category"]] += 1
+        return counts
 
 
 def save_trajectory(data: dict, path: str | os.PathLike | None) -> dict:
@@ -51,9 +72,25 @@ def save_trajectory(data: dict, path: str | os.PathLike | None) -> dict:
     return clean
 
 
-class RedactingAgent(DefaultAgent):
-    """mini-swe-agent's DefaultAgent whose trajectory saves (after every step) go through
-    `save_trajectory`, so no API key reaches the disk."""
+class RecordingAgent(DefaultAgent):
+    """mini-swe-agent's DefaultAgent with two additions:
+
+    - trajectory saves (after every step) go through `save_trajectory`, so no API key
+      reaches the disk;
+    - the tokens of each model call (`input_tokens`, `output_tokens` in the message's
+      `extra`, 0 when the model gives none) go to the environment with the call's first
+      action only, so summing the step records counts every executed call once. Calls that
+      produced no action (format errors) appear in the run's totals, not in any step.
+    """
+
+    def execute_actions(self, message: dict) -> list[dict]:
+        """Execute the message's actions, the first one carrying the call's tokens; add and
+        return the observation messages (as DefaultAgent does)."""
+        extra = message.get("extra", {})
+        usage = {key: int(extra.get(key) or 0) for key in ("input_tokens", "output_tokens")}
+        actions = [action | usage if i == 0 else action for i, action in enumerate(extra.get("actions", []))]
+        outputs = [self.env.execute(action) for action in actions]
+        return self.add_messages(*self.model.format_observation_messages(message, outputs, self.get_template_vars()))
 
     def save(self, path, *extra_dicts) -> dict:
         """Serialize, redact, and write to `path` when given; returns the redacted data."""

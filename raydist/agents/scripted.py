@@ -13,8 +13,8 @@ from typing import Any
 
 from minisweagent.models.utils.actions_text import format_observation_messages
 
-from raydist.agents.environment import SUBMIT_MARKER, ViewEnvironment
-from raydist.agents.outcome import AgentOutcome, RedactingAgent
+from raydist.agents.environment import SUBMIT_MARKER, ViewEnvironment, leak_count
+from raydist.agents.outcome import AgentOutcome, RecordingAgent
 from raydist.agents.settings import AgentSettings, load_prompts
 from raydist.views.recover import apply_patch_to_texts, patched_paths
 
@@ -36,7 +36,8 @@ class ScriptedModel:
         """The next scripted command as an assistant message (IndexError when exhausted)."""
         command = self._commands.pop(0)
         content = f"THOUGHT: scripted step.\n\n```mswea_bash_command\n{command}\n```"
-        extra = {"actions": [{"command": command}], "cost": 0.0, "timestamp": time.time()}
+        extra = {"actions": [{"command": command}], "cost": 0.0, "input_tokens": 0, "output_tokens": 0,
+                 "timestamp": time.time()}
         return {"role": "assistant", "content": content, "extra": extra}
 
     def format_message(self, **kwargs) -> dict:
@@ -124,8 +125,8 @@ def _run_script(name: str, commands: list[str], *, view, sandbox, settings: Agen
                           output_limit_chars=settings.output_limit_chars)
     model = ScriptedModel(name, commands, prompts.observation)
     # No step, cost or time limit: the script is finite and each command has its timeout.
-    agent = RedactingAgent(model, env, system_template=prompts.system, instance_template=prompts.instance,
-                   step_limit=0, cost_limit=0, output_path=trajectory_path)
+    agent = RecordingAgent(model, env, system_template=prompts.system, instance_template=prompts.instance,
+                           step_limit=0, cost_limit=0, output_path=trajectory_path)
     error = None
     try:
         exit_status = agent.run(task=view.problem_statement).get("exit_status", "")
@@ -138,4 +139,5 @@ def _run_script(name: str, commands: list[str], *, view, sandbox, settings: Agen
         error = f"the {name} script ended without submitting ({exit_status})"
     trajectory = agent.save(agent.config.output_path)
     return AgentOutcome(exit_status=exit_status, steps=agent.n_calls, input_tokens=0, output_tokens=0,
-                        cost=0.0, trajectory=trajectory, error=error)
+                        cost=0.0, trajectory=trajectory, error=error, step_records=tuple(env.steps),
+                        statement_leaks=leak_count(view.translator, view.problem_statement))

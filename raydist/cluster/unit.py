@@ -44,7 +44,9 @@ class UnitInputError(Exception):
 
 
 def execute_unit(unit: RunUnit, instance, settings: UnitSettings, endpoint=None, prepared=None) -> dict:
-    """Run one unit and return its result row (see ``raydist.results.schema``).
+    """Run one unit and return its result row (see ``raydist.results.schema``), with the
+    agent's per-command records under ``step_records`` when it ran (``ResultStore.write_row``
+    stores them as the unit's steps).
 
     ``prepared`` is the unit's ``raydist.views.Prepared`` (L1 statement, L4 rewrites) from
     ``raydist.cluster.prepare``; levels without L1/L4 need none.
@@ -109,6 +111,9 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared=Non
         "statement_source": view.meta.get("l1_source", "canonical"),
         "statement_attempts": int(view.meta.get("l1_attempts", 0)),
         "trajectory": str(traj_path),
+        # §IV RQ2 action mix and §III-F leak audit; the step records go to the steps file.
+        **{f"actions_{category}": n for category, n in outcome.action_counts.items()},
+        "leak_count": outcome.leak_count, "step_records": [dict(r) for r in outcome.step_records],
     }
     if outcome.error and outcome.exit_status not in AGENT_OUTCOMES:
         out.update(error=outcome.error, error_kind="infrastructure")

@@ -1,4 +1,5 @@
-"""The Arrow schema of ``runs.parquet``: one row per run unit.
+"""The Arrow schemas of ``runs.parquet`` (one row per run unit) and ``steps.parquet`` (one
+row per command an agent ran).
 
 Units: seconds for times, tokens for token counts, US dollars for cost (0 for local models).
 ``error_kind`` separates an ``infrastructure`` failure (Docker, image build, model server:
@@ -75,4 +76,50 @@ def normalise_row(row: Mapping) -> dict:
         if value is None and not field.nullable:
             raise KeyError(f"result row lacks required field {field.name!r}")
         out[field.name] = value
+    return out
+
+
+# One row per executed command, for the action-mix (§IV RQ2) and leak (§III-F) analyses.
+# ``command`` is as the agent wrote it (view coordinates), ``executed`` as it ran (original
+# coordinates); ``input_tokens``/``output_tokens`` are the producing model call's, on the
+# first command of that call only (0 for its other commands and for scripted agents).
+STEPS_SCHEMA = pa.schema(
+    [
+        pa.field("key", pa.string(), nullable=False),
+        pa.field("instance_id", pa.string(), nullable=False),
+        pa.field("model", pa.string(), nullable=False),
+        pa.field("agent", pa.string(), nullable=False),
+        pa.field("level", pa.string(), nullable=False),
+        pa.field("seed", pa.int64(), nullable=False),
+        pa.field("step", pa.int64(), nullable=False),
+        pa.field("command", pa.string(), nullable=False),
+        pa.field("executed", pa.string(), nullable=False),
+        pa.field("category", pa.string(), nullable=False),
+        pa.field("returncode", pa.int64()),
+        pa.field("seconds", pa.float64()),
+        pa.field("timed_out", pa.bool_()),
+        pa.field("input_tokens", pa.int64()),
+        pa.field("output_tokens", pa.int64()),
+        pa.field("leak_count", pa.int64()),
+    ]
+)
+
+_UNIT_FIELDS = ("key", "instance_id", "model", "agent", "level", "seed")
+
+
+def step_rows(row: Mapping, records) -> list[dict]:
+    """The ``STEPS_SCHEMA`` rows of one unit: each of ``records`` (``ViewEnvironment.steps``
+    dicts) with the unit fields of ``row`` prefixed and unknown keys dropped.
+
+    Raises ``KeyError`` naming a missing non-nullable field."""
+    out = []
+    for record in records:
+        merged = {**record, **{name: row.get(name) for name in _UNIT_FIELDS}}
+        step = {}
+        for field in STEPS_SCHEMA:
+            value = merged.get(field.name)
+            if value is None and not field.nullable:
+                raise KeyError(f"step record lacks required field {field.name!r}")
+            step[field.name] = value
+        out.append(step)
     return out

@@ -2,8 +2,10 @@
 
 Each finished unit's row is written at once as ``rows/<key>.parquet`` through a temporary
 file and an atomic rename, so a driver killed at any moment leaves either the whole row or
-nothing; one file per key means a re-run can never duplicate a row. ``compile`` gathers the
-rows of a plan into ``runs.parquet`` and ``preds.jsonl``.
+nothing; one file per key means a re-run can never duplicate a row. The unit's step records
+travel in the row dict under ``step_records`` and go to ``steps/<key>.parquet`` the same
+way, before the row, so a row on disk always has its steps beside it. ``compile`` gathers
+the rows of a plan into ``runs.parquet``, ``steps.parquet`` and ``preds.jsonl``.
 """
 
 from __future__ import annotations
@@ -16,25 +18,30 @@ from typing import Iterable, Mapping
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from raydist.results.schema import RUNS_SCHEMA, normalise_row
+from raydist.results.schema import RUNS_SCHEMA, STEPS_SCHEMA, normalise_row, step_rows
 
 
 class ResultStore:
     """The result rows of one run directory.
 
-    ``run_dir`` layout: ``rows/<key>.parquet`` (one per finished unit), ``trajectories/``,
-    ``runs.parquet``, ``preds.jsonl``, ``summary.md``.
+    ``run_dir`` layout: ``rows/<key>.parquet`` (one per finished unit), ``steps/<key>.parquet``
+    (its executed commands, when it ran any), ``trajectories/``, ``runs.parquet``,
+    ``steps.parquet``, ``preds.jsonl``, ``summary.md``.
     """
 
     def __init__(self, run_dir: str | Path):
         self.run_dir = Path(run_dir)
         self.rows_dir = self.run_dir / "rows"
+        self.steps_dir = self.run_dir / "steps"
         self.trajectories_dir = self.run_dir / "trajectories"
-        self.rows_dir.mkdir(parents=True, exist_ok=True)
-        self.trajectories_dir.mkdir(parents=True, exist_ok=True)
+        for folder in (self.rows_dir, self.steps_dir, self.trajectories_dir):
+            folder.mkdir(parents=True, exist_ok=True)
 
     def row_path(self, key: str) -> Path:
         return self.rows_dir / f"{key}.parquet"
+
+    def steps_path(self, key: str) -> Path:
+        return self.steps_dir / f"{key}.parquet"
 
     def read_row(self, key: str) -> dict | None:
         """The stored row of unit ``key``, or None. A row file that cannot be read (a disk
@@ -48,13 +55,25 @@ class ResultStore:
         except Exception:
             return None
 
+    def read_steps(self, key: str) -> list[dict] | None:
+        """The stored ``STEPS_SCHEMA`` rows of unit ``key`` in step order (``[]`` when it ran no
+        command), or None when its steps file cannot be read."""
+        path = self.steps_path(key)
+        if not path.exists():
+            return []
+        try:
+            return pq.read_table(path).to_pylist()
+        except Exception:
+            return None
+
     def finished_keys(self, keys: Iterable[str], *, retry_errors: bool) -> set[str]:
-        """Keys among ``keys`` that need no run: a row exists and, with ``retry_errors``,
-        it records an agent outcome rather than an infrastructure error."""
+        """Keys among ``keys`` that need no run: a row exists, its steps (if any) can be read
+        and, with ``retry_errors``, it records an agent outcome rather than an infrastructure
+        error."""
         done = set()
         for key in keys:
             row = self.read_row(key)
-            if row is None:
+            if row is None or self.read_steps(key) is None:
                 continue
             if retry_errors and row.get("error_kind") == "infrastructure":
                 continue
@@ -64,29 +83,30 @@ class ResultStore:
     def write_row(self, row: Mapping) -> Path:
         """Write one unit's row durably (fsync, then atomic rename). Returns its path.
 
+        ``row["step_records"]`` (optional: ``ViewEnvironment.steps`` dicts) is written first
+        as the unit's steps file; a row without step records removes a steps file left by an
+        earlier attempt of the unit, so the steps on disk are always the row's own.
+
         Raises ``OSError`` (e.g. ENOSPC for a full disk) with the path in the message; the
-        rows already written are untouched."""
+        rows already written are untouched. Raises ``KeyError`` naming a missing field."""
         table = pa.Table.from_pylist([normalise_row(row)], schema=RUNS_SCHEMA)
-        final = self.row_path(row["key"])
-        tmp = final.with_suffix(f".tmp{os.getpid()}")
-        try:
-            with open(tmp, "wb") as fh:
-                pq.write_table(table, fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, final)
-        except OSError as exc:
-            tmp.unlink(missing_ok=True)
-            raise OSError(exc.errno, f"could not write result row {final}: {exc.strerror}") from exc
-        return final
+        steps = step_rows(row, row.get("step_records") or ())
+        if steps:
+            _durable_write(pa.Table.from_pylist(steps, schema=STEPS_SCHEMA), self.steps_path(row["key"]), "steps")
+        else:
+            self.steps_path(row["key"]).unlink(missing_ok=True)
+        return _durable_write(table, self.row_path(row["key"]), "result row")
 
     def compile(self, keys: Iterable[str]) -> pa.Table:
-        """Write ``runs.parquet`` (one row per finished unit among ``keys``, in plan order)
-        and ``preds.jsonl`` (SWE-bench predictions format plus ``level``, ``seed``,
-        ``unit``). Returns the runs table."""
+        """Write ``runs.parquet`` (one row per finished unit among ``keys``, in plan order),
+        ``steps.parquet`` (their executed commands, ``STEPS_SCHEMA``, in plan then step
+        order; an unreadable steps file contributes none) and ``preds.jsonl`` (SWE-bench
+        predictions format plus ``level``, ``seed``, ``unit``). Returns the runs table."""
         rows = [r for r in (self.read_row(k) for k in keys) if r is not None]
         table = pa.Table.from_pylist(rows, schema=RUNS_SCHEMA)
         _atomic_write_parquet(table, self.run_dir / "runs.parquet")
+        steps = [s for r in rows for s in (self.read_steps(r["key"]) or [])]
+        _atomic_write_parquet(pa.Table.from_pylist(steps, schema=STEPS_SCHEMA), self.run_dir / "steps.parquet")
         preds = [
             {
                 "instance_id": r["instance_id"],
@@ -102,6 +122,21 @@ class ResultStore:
         tmp.write_text("".join(json.dumps(p) + "\n" for p in preds))
         os.replace(tmp, self.run_dir / "preds.jsonl")
         return table
+
+
+def _durable_write(table: pa.Table, final: Path, what: str) -> Path:
+    """Write ``table`` to ``final`` through an fsynced temporary file and an atomic rename."""
+    tmp = final.with_suffix(f".tmp{os.getpid()}")
+    try:
+        with open(tmp, "wb") as fh:
+            pq.write_table(table, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, final)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise OSError(exc.errno, f"could not write {what} {final}: {exc.strerror}") from exc
+    return final
 
 
 def _atomic_write_parquet(table: pa.Table, path: Path) -> None:
