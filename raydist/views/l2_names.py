@@ -52,6 +52,15 @@ seq sh sleep sort stat sudo tail tar tee test timeout touch tox tr true false un
 xargs yes zip
 case coproc do done elif else esac fi for function if in select then time until while
 """.split())
+#: Words of the fixed framing of Python tracebacks and pytest reports. A repository name that
+#: is one of them stays visible: renaming it would garble every traceback header ("most recent
+#: call last") and test summary the agent reads, and the word says little about the repository.
+OUTPUT_WORDS = frozenset("""
+Traceback most recent call last File line module During handling above exception another occurred
+direct cause following assert where passed failed error errors skipped xfailed xpassed warnings
+deselected seconds collected items session starts short summary info platform rootdir plugins
+configfile cachedir FAILED PASSED ERROR SKIPPED XFAIL XPASS
+""".split())
 #: Shorter symbols (``foo``, ``idx``) are too often also string data or parts of composed
 #: names; module and package names may be one character shorter.
 MIN_LENGTH = 4
@@ -62,7 +71,8 @@ _LITERALS = (ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.JoinedStr
 
 
 def is_reserved(name: str, min_length: int = MIN_LENGTH) -> str | None:
-    """Why ``name`` can never be remapped (keyword, builtin, stdlib, shell word, dunder, short), or None."""
+    """Why ``name`` can never be remapped (keyword, builtin, stdlib, shell word, traceback or
+    test-report word, dunder, short), or None."""
     if name.startswith("__") and name.endswith("__"):
         return "dunder"
     if name in KEYWORDS:
@@ -73,6 +83,8 @@ def is_reserved(name: str, min_length: int = MIN_LENGTH) -> str | None:
         return "stdlib module"
     if name in COMMAND_WORDS:
         return "shell word"
+    if name in OUTPUT_WORDS:
+        return "word of traceback or test-report framing"
     if len(name) < min_length or not re.search(r"[A-Za-z]{2}", name):
         return "too short"
     return None
