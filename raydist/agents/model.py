@@ -13,28 +13,15 @@ Differences from `LitellmTextbasedModel`, each for one reason:
 
 from __future__ import annotations
 
-import logging
+from functools import partial
 
-import litellm
 from minisweagent.models.litellm_textbased_model import LitellmTextbasedModel
-from tenacity import RetryError, Retrying, before_sleep_log, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from raydist.models.endpoint import ModelEndpoint
 from raydist.models.pricing import completion_cost
+from raydist.models.retry import ModelUnreachable, call_with_retries
 
-logger = logging.getLogger("raydist.agents.model")
-
-TRANSIENT_ERRORS = (
-    litellm.exceptions.APIConnectionError,
-    litellm.exceptions.Timeout,
-    litellm.exceptions.ServiceUnavailableError,
-    litellm.exceptions.RateLimitError,
-    litellm.exceptions.InternalServerError,
-)
-
-
-class ModelUnreachable(RuntimeError):
-    """The model did not answer after the allowed attempts."""
+__all__ = ["EndpointModel", "ModelUnreachable"]
 
 
 class EndpointModel(LitellmTextbasedModel):
@@ -58,23 +45,8 @@ class EndpointModel(LitellmTextbasedModel):
         super().__init__(model_name=endpoint.litellm_model, **kwargs)
 
     def _query(self, messages: list[dict[str, str]], **kwargs):
-        attempts = Retrying(
-            stop=stop_after_attempt(self.retries),
-            wait=wait_exponential(multiplier=0.5, min=0.5, max=4),
-            retry=retry_if_exception_type(TRANSIENT_ERRORS),
-            before_sleep=before_sleep_log(logger, logging.WARNING),
-        )
-        try:
-            for attempt in attempts:
-                with attempt:
-                    return super()._query(messages, **(self.endpoint.secret_kwargs() | kwargs))
-        except RetryError as exc:
-            cause = exc.last_attempt.exception()
-            where = self.endpoint.api_base or "its provider"
-            raise ModelUnreachable(
-                f"model {self.endpoint.litellm_model!r} at {where} did not answer after {self.retries} "
-                f"attempt(s): {type(cause).__name__}: {cause}"
-            ) from cause
+        call = partial(super()._query, messages, **(self.endpoint.secret_kwargs() | kwargs))
+        return call_with_retries(call, endpoint=self.endpoint, retries=self.retries)
 
     def query(self, messages: list[dict], **kwargs) -> dict:
         """mini-swe-agent's query; the message's `extra` also holds this call's `input_tokens`
