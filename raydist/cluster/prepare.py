@@ -81,7 +81,7 @@ def task_key(task: PrepTask, instance, options: ViewOptions, model_identity: str
     """24 hex chars naming one preparation's result: instance content, seed, kind, the view
     options it depends on, the prompt files' bytes and the view model's identity."""
     if task.kind == "L1":
-        knobs = {"attempts": options.l1_attempts,
+        knobs = {"attempts": options.l1_attempts, "max_tokens": options.l1_max_tokens,
                  "prompts": _prompt_digest(options.prompts_dir, ("l1_paraphrase.j2", "l1_refine.j2", "l1_verify.j2"))}
     else:
         knobs = {"attempts": options.l4_llm_attempts,
@@ -138,13 +138,13 @@ def prepare_statement(instance, seed: int, complete: Complete, options: ViewOpti
     Raises ``PreparationError`` when every attempt failed on the LLM call itself (a dead
     server must not be cached as "no paraphrase passed the verifier").
     """
-    from raydist.views.l1_statement import load_l1_prompts, reconstruct_statement
+    from raydist.views.l1_statement import load_l1_prompts, paraphrase_budget, reconstruct_statement
 
     prompts = load_l1_prompts(options.prompts_dir)
+    budget = paraphrase_budget(instance.problem_statement, cap=options.l1_max_tokens)
     result = reconstruct_statement(instance.problem_statement, complete, attempts=options.l1_attempts,
-                                   seed=seed, prompts=prompts)
-    record = result.to_json() if hasattr(result, "to_json") else dict(result)
-    record = json.loads(record) if isinstance(record, str) else record
+                                   seed=seed, prompts=prompts, max_tokens=budget)
+    record = json.loads(result.to_json())
     history = record.get("history") or []
     if record["source"] == "canonical" and history and all(h.get("error") for h in history):
         raise PreparationError(f"L1 for {instance.instance_id!r} seed {seed}: every LLM call failed; "

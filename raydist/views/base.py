@@ -104,6 +104,8 @@ class ViewOptions:
     """Files L3 reorders: ``patched`` (the .py files the gold patch touches) or ``all``."""
     l1_attempts: int = 3
     """L1: paraphrase attempts (each verified) before the canonical statement is used (§III-B)."""
+    l1_max_tokens: int = 768
+    """L1: completion tokens one paraphrase may use (a paraphrase is about as long as the statement)."""
     l4_llm_attempts: int = 2
     """L4: LLM rewrite attempts per function before the deterministic rewriter is used (§III-E)."""
     model: str = "gemma3-270m"
@@ -114,11 +116,10 @@ class ViewOptions:
     def __post_init__(self) -> None:
         if self.l3_files not in ("patched", "all"):
             raise ValueError(f"ViewOptions.l3_files={self.l3_files!r}; use 'patched' or 'all'")
-        for name in ("l1_attempts", "l4_llm_attempts"):
+        for name, least in (("l1_attempts", 1), ("l1_max_tokens", 16), ("l4_llm_attempts", 0)):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < (1 if name == "l1_attempts" else 0):
-                raise ValueError(f"ViewOptions.{name}={value!r}; give a whole number "
-                                 f"({'at least 1' if name == 'l1_attempts' else '0 or more'})")
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise ValueError(f"ViewOptions.{name}={value!r}; give a whole number of at least {least}")
         if not isinstance(self.model, str) or not self.model:
             raise ValueError(f"ViewOptions.model={self.model!r}; name a local_models entry or a litellm model")
 
