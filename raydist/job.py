@@ -298,43 +298,53 @@ def _execute(job: Job, todo: list[RunUnit], store) -> list[dict]:
     recipes = {job.instances[u.instance_id].recipe.key(): job.instances[u.instance_id].recipe
                for u in everything if job.instances[u.instance_id].recipe is not None}
     failed = build_images(recipes, job.settings, job.ray)
-    progress = UnitProgress(total=len(job.units), already_done=len(job.units) - len(todo))
-    runnable = []
+    runnable, written = [], []
     for unit in todo:
         recipe = job.instances[unit.instance_id].recipe
         if recipe is not None and recipe.key() in failed:
             row = _error_row(unit, f"instance image could not be built: {failed[recipe.key()]}")
             store.write_row(row)
-            progress.finished(row)
+            written.append(row)
         else:
             runnable.append(unit)
+    progress = None
     excluded: list[dict] = []
     view_model = job.settings.view_options.get("model")
+    servers: dict[str, ExitStack] = {}
+    endpoints: dict = {}
+
+    def endpoint_of(name: str, cfg: dict | None):
+        if name not in endpoints:
+            servers[name] = ExitStack()
+            endpoints[name] = servers[name].enter_context(serve_model(name, cfg))
+        return endpoints[name]
+
     try:
-        with ExitStack() as stack:
-            endpoints: dict = {}
-
-            def endpoint_of(name: str, cfg: dict | None):
-                if name not in endpoints:
-                    endpoints[name] = stack.enter_context(serve_model(name, cfg))
-                return endpoints[name]
-
-            records, prep_errors = _prepare_views(job, [*runnable, *gate_todo], lambda: endpoint_of(
-                view_model, job.view_model_cfg))
-            prepared, runnable = _attach_prepared(job, runnable, records, prep_errors, store, progress)
-            if job.gate_units is not None:
-                excluded = _run_gate(job, {(u.instance_id, u.level, u.seed) for u in runnable}, records,
-                                     prep_errors)
-                bad = {(e["instance_id"], e["level"], e["seed"]) for e in excluded}
-                runnable = [u for u in runnable if (u.instance_id, u.level, u.seed) not in bad]
-            if runnable:
-                endpoint = endpoint_of(job.model, job.model_cfg) if job.settings.agent_kind == "llm" else None
-                run_units(runnable, job.instances, job.settings, endpoint, job.ray, store.write_row, progress,
-                          prepared=prepared)
+        records, prep_errors = _prepare_views(job, [*runnable, *gate_todo], lambda: endpoint_of(
+            view_model, job.view_model_cfg))
+        prepared, runnable = _attach_prepared(job, runnable, records, prep_errors, store, written)
+        if job.gate_units is not None:
+            excluded = _run_gate(job, {(u.instance_id, u.level, u.seed) for u in runnable}, records,
+                                 prep_errors)
+            bad = {(e["instance_id"], e["level"], e["seed"]) for e in excluded}
+            runnable = [u for u in runnable if (u.instance_id, u.level, u.seed) not in bad]
+        if view_model in servers and view_model != job.model:
+            servers.pop(view_model).close()  # free its CPUs (or GPU) for the agents
+        if runnable:
+            endpoint = endpoint_of(job.model, job.model_cfg) if job.settings.agent_kind == "llm" else None
+            # The bar starts with the agent units, after preparation and the gate printed theirs.
+            progress = UnitProgress(total=len(job.units), already_done=len(job.units) - len(todo))
+            for row in written:
+                progress.finished(row)
+            run_units(runnable, job.instances, job.settings, endpoint, job.ray, store.write_row, progress,
+                      prepared=prepared)
     except ModelServerError as exc:
         raise JobError(f"the model server did not start: {exc}") from exc
     finally:
-        progress.close()
+        if progress is not None:
+            progress.close()
+        for stack in servers.values():
+            stack.close()
     return excluded
 
 
@@ -406,14 +416,14 @@ def _prepared_of(unit: RunUnit, records: dict, errors: dict):
     return prepared_for(unit.level, needed), None
 
 
-def _attach_prepared(job: Job, units: list[RunUnit], records: dict, errors: dict, store, progress):
+def _attach_prepared(job: Job, units: list[RunUnit], records: dict, errors: dict, store, written: list):
     prepared, runnable = {}, []
     for unit in units:
         value, error = _prepared_of(unit, records, errors)
         if error is not None:
             row = _error_row(unit, error)
             store.write_row(row)
-            progress.finished(row)
+            written.append(row)
             continue
         prepared[unit.key] = value
         runnable.append(unit)
