@@ -34,7 +34,7 @@ Complete = Callable[..., str]
 
 
 #: Part of every cache key: raise it when a change here makes earlier records wrong.
-PREPARATION_VERSION = 3
+PREPARATION_VERSION = 4
 
 
 class PreparationError(RuntimeError):
@@ -211,6 +211,7 @@ def prepare_rewrites(instance, seed: int, repo: RepoFiles, options: ViewOptions,
     (``source="unchanged"``). The last gate run covers the whole accepted set, so the files
     returned passed the gate together. Raises ``PreparationError`` when ``gate`` does.
     """
+    from raydist.models.retry import ModelUnreachable
     from raydist.views.l4_rewrite import rewrite_function_source, same_interface
 
     files: dict[str, str] = {}
@@ -232,7 +233,12 @@ def prepare_rewrites(instance, seed: int, repo: RepoFiles, options: ViewOptions,
             try:
                 proposal = propose_rewrite(current, qualname, complete, seed=seed * 1000 + number * 10 + attempt,
                                            feedback=feedback, previous=previous, prompts=prompts)
-            except Exception as exc:  # noqa: BLE001 - a failed call is a recorded attempt
+            except ModelUnreachable as exc:  # infrastructure: nothing may be cached
+                raise PreparationError(f"L4 of {instance.instance_id!r}: {exc}") from exc
+            except ValueError as exc:  # e.g. the name is defined twice: no LLM rewrite can be placed
+                entry["feedback"].append(f"no LLM rewrite: {exc}"[:500])
+                break
+            except Exception as exc:  # noqa: BLE001 - any other failed call is a recorded attempt
                 entry["feedback"].append(f"LLM call failed: {type(exc).__name__}: {exc}"[:500])
                 continue
             previous = proposal.function_source
@@ -245,7 +251,7 @@ def prepare_rewrites(instance, seed: int, repo: RepoFiles, options: ViewOptions,
                 accepted, entry["source"] = proposal.module_source, "llm"
                 break
             feedback = verdict.feedback
-            entry["feedback"].append(feedback[-500:])
+            entry["feedback"].append(_clip(feedback))
         if accepted is None:
             candidate = rewrite_function_source(current, qualname, seed * 1000 + number)
             if candidate == current:
@@ -262,6 +268,11 @@ def prepare_rewrites(instance, seed: int, repo: RepoFiles, options: ViewOptions,
             files[path] = accepted
         functions[f"{path}::{qualname}"] = entry
     return {"files": files, "functions": functions}
+
+
+def _clip(text: str, head: int = 600, tail: int = 400) -> str:
+    """``text`` cut to its head (which names the tests) and tail, for the cached record."""
+    return text if len(text) <= head + tail else f"{text[:head]}\n[...]\n{text[-tail:]}"
 
 
 def docker_gate(client, instance, image_tag: str, repo: RepoFiles, *, limits=None, timeout: float = 900) -> Gate:
