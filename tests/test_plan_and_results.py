@@ -221,3 +221,20 @@ def test_error_digest_lists_each_distinct_error_once_with_its_count(tmp_path):
     assert "- 2 x [infrastructure] docker died (e.g. a__x-1 L0 seed 0)" in digest
     assert "- 1 x [input] patch does not apply: x (e.g. a__x-1 L0 seed 2)" in digest
     assert error_digest(store.compile([units[3].key])) == ""
+
+
+def test_per_view_prediction_files_hold_one_prediction_per_instance_and_load_in_the_swebench_harness(tmp_path):
+    from swebench.harness.utils import get_predictions_from_file
+
+    store = ResultStore(tmp_path)
+    units = _units()
+    for unit in units:
+        store.write_row(_row(unit, model_patch=f"patch of {unit.instance_id} {unit.level} {unit.seed}"))
+    store.compile([u.key for u in units])
+    files = sorted(p.name for p in (tmp_path / "preds").iterdir())
+    assert files == [f"{level}.s{seed}.jsonl" for level in ("L0", "L3") for seed in (0, 1, 2)]
+    preds = get_predictions_from_file(str(tmp_path / "preds" / "L3.s1.jsonl"), "unused", "test")
+    assert preds == [
+        {"instance_id": "a__x-1", "model_patch": "patch of a__x-1 L3 1", "model_name_or_path": "gemma3-270m__L3__s1"},
+        {"instance_id": "b__y-2", "model_patch": "patch of b__y-2 L3 1", "model_name_or_path": "gemma3-270m__L3__s1"},
+    ]

@@ -100,8 +100,13 @@ class ResultStore:
     def compile(self, keys: Iterable[str]) -> pa.Table:
         """Write ``runs.parquet`` (one row per finished unit among ``keys``, in plan order),
         ``steps.parquet`` (their executed commands, ``STEPS_SCHEMA``, in plan then step
-        order; an unreadable steps file contributes none) and ``preds.jsonl`` (SWE-bench
-        predictions format plus ``level``, ``seed``, ``unit``). Returns the runs table."""
+        order; an unreadable steps file contributes none), ``preds.jsonl`` (SWE-bench
+        predictions format plus ``level``, ``seed``, ``unit``, every unit) and
+        ``preds/<level>.s<seed>.jsonl``: one file per view with one prediction per instance,
+        which the official harness takes as is (``python -m swebench.harness.run_evaluation
+        --predictions_path ...``; it keys predictions by instance_id, so views must not share a
+        file). Their ``model_name_or_path`` names the view, so harness logs do not collide.
+        Returns the runs table."""
         rows = [r for r in (self.read_row(k) for k in keys) if r is not None]
         table = pa.Table.from_pylist(rows, schema=RUNS_SCHEMA)
         _atomic_write_parquet(table, self.run_dir / "runs.parquet")
@@ -118,9 +123,16 @@ class ResultStore:
             }
             for r in rows
         ]
-        tmp = self.run_dir / "preds.jsonl.tmp"
-        tmp.write_text("".join(json.dumps(p) + "\n" for p in preds))
-        os.replace(tmp, self.run_dir / "preds.jsonl")
+        _atomic_write_text(self.run_dir / "preds.jsonl", "".join(json.dumps(p) + "\n" for p in preds))
+        per_view: dict[tuple[str, int], list[dict]] = {}
+        for p in preds:
+            per_view.setdefault((p["level"], p["seed"]), []).append(
+                {"instance_id": p["instance_id"], "model_patch": p["model_patch"],
+                 "model_name_or_path": f"{p['model_name_or_path']}__{p['level']}__s{p['seed']}"})
+        folder = self.run_dir / "preds"
+        folder.mkdir(exist_ok=True)
+        for (level, seed), items in per_view.items():
+            _atomic_write_text(folder / f"{level}.s{seed}.jsonl", "".join(json.dumps(p) + "\n" for p in items))
         return table
 
 
@@ -137,6 +149,12 @@ def _durable_write(table: pa.Table, final: Path, what: str) -> Path:
         tmp.unlink(missing_ok=True)
         raise OSError(exc.errno, f"could not write {what} {final}: {exc.strerror}") from exc
     return final
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def _atomic_write_parquet(table: pa.Table, path: Path) -> None:
