@@ -8,18 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from raydist.cluster.prepare import (
-    GateVerdict,
-    PrepCache,
-    PrepTask,
-    changed_line_ranges,
-    docker_gate,
-    prepare_rewrites,
-    prepared_for,
-    preparation_tasks,
-    rewrite_targets,
-    task_key,
-)
+from raydist.cluster.prepare import PrepCache, PrepTask, prepared_for, preparation_tasks, task_key
+from raydist.cluster.rewrites import GateVerdict, changed_line_ranges, docker_gate, prepare_rewrites, rewrite_targets
 from raydist.cluster.plan import RunUnit
 from raydist.sandbox import ensure_instance_image
 from raydist.tasks import load_instances
