@@ -175,3 +175,15 @@ def test_a_scripted_llm_rewrite_that_breaks_a_test_gets_the_failure_back_then_fa
     assert len(calls) == 2
     assert "passed before the rewrite and fail after it" in entry["feedback"][0]
     assert "passed before the rewrite and fail after it" in calls[1][-1]["content"]
+
+
+def test_a_dead_view_model_is_a_preparation_error_and_nothing_is_cached():
+    from raydist.cluster.prepare import PreparationError, prepare_statement
+    from raydist.models import ModelEndpoint
+    from raydist.models.completion import litellm_complete
+    from raydist.models.server import free_port
+
+    dead = ModelEndpoint(litellm_model="openai/gemma3-270m", api_base=f"http://127.0.0.1:{free_port()}/v1",
+                         local=True, grammar_server="llama_cpp")
+    with pytest.raises(PreparationError, match="every LLM call failed"):
+        prepare_statement(HUMANIZE, 0, litellm_complete(dead, timeout=5, retries=1), ViewOptions(l1_attempts=2))
