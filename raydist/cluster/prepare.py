@@ -30,8 +30,8 @@ from raydist.views.base import Prepared, RepoFiles, ViewOptions, levels_needing
 Complete = Callable[..., str]
 
 
-#: Part of every cache key: raise it when a change here makes earlier records wrong.
-PREPARATION_VERSION = 4
+#: Part of every cache key, per kind: raise one when a change makes that kind's records wrong.
+PREPARATION_VERSION = {"L1": 5, "L4": 4}
 
 
 class PreparationError(RuntimeError):
@@ -74,7 +74,7 @@ def task_key(task: PrepTask, instance, options: ViewOptions, model_identity: str
         knobs = {"attempts": options.l4_llm_attempts,
                  "prompts": _prompt_digest(options.prompts_dir, ("l4_rewrite.j2", "l4_retry.j2"))}
     uses_model = task.kind == "L1" or options.l4_llm_attempts > 0
-    return stable_hash({"version": PREPARATION_VERSION, "instance": instance.content_hash(), "seed": task.seed,
+    return stable_hash({"version": PREPARATION_VERSION[task.kind], "instance": instance.content_hash(), "seed": task.seed,
                         "kind": task.kind, **knobs,
                         "model": model_identity if uses_model else None}, 24)
 
