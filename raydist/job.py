@@ -15,8 +15,10 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from raydist.cluster.plan import SCRIPTED_AGENTS, RunUnit, build_plan, expand_levels, stable_hash, unit_config_hash
+from raydist.cluster.prepare import with_preparation
 from raydist.cluster.runner import RayOptions
 from raydist.cluster.unit import UnitSettings
+from raydist.views import ViewOptions
 
 
 class JobError(Exception):
@@ -79,8 +81,11 @@ class Job:
             settings_for_hash["model_server"] = {k: local.get(k) for k in
                                                  ("litellm_model", "model_path", "command", "grammar_server")}
         config_hash = unit_config_hash(agent, settings_for_hash, view_options)
-        units = build_plan(instances, model=model, agent=agent, levels=levels, seeds=seeds,
-                           config_hash=config_hash)
+        view_model = str(view_options.get("model"))
+        view_local = OmegaConf.to_container(cfg.local_models, resolve=True).get(view_model)
+        view_identity = _model_identity(view_model, view_local)
+        units = with_preparation(build_plan(instances, model=model, agent=agent, levels=levels, seeds=seeds,
+                                            config_hash=config_hash), ViewOptions(**view_options), view_identity)
         if not units:
             raise JobError(f"the plan is empty: {len(instances)} instances x levels={levels} x seeds={seeds}; "
                            "check benchmark.source, benchmark.ids/limit, levels and seeds")
@@ -94,8 +99,6 @@ class Job:
         )
         ray_opts = RayOptions(**OmegaConf.to_container(cfg.cluster, resolve=True))
         title = f"raydist: {cfg.benchmark.name} / {agent}" + ("" if agent in SCRIPTED_AGENTS else f" / {model}")
-        view_model = str(view_options.get("model"))
-        view_local = OmegaConf.to_container(cfg.local_models, resolve=True).get(view_model)
         if view_local is None and any(_needs_view_model(u.level, view_options) for u in units):
             _check_hosted_model(view_model)
         gate_units, gate_settings = None, None
@@ -105,12 +108,14 @@ class Job:
                 scripted = OmegaConf.to_container(cfg.agents[name], resolve=True)
                 scripted_kind = scripted.pop("kind")
                 gate_settings[name] = replace(settings, agent_kind=scripted_kind, agent_settings=scripted)
-                gate_units += build_plan(instances, model=model, agent=name, levels=levels, seeds=seeds,
-                                         config_hash=unit_config_hash(name, scripted, view_options))
+                gate_units += with_preparation(
+                    build_plan(instances, model=model, agent=name, levels=levels, seeds=seeds,
+                               config_hash=unit_config_hash(name, scripted, view_options)),
+                    ViewOptions(**view_options), view_identity)
         return cls(units=units, instances={i.instance_id: i for i in instances}, settings=settings,
                    ray=ray_opts, model=model, model_cfg=local if kind == "llm" else None, agent=agent,
                    run_dir=Path(run_dir), retry_errors=bool(cfg.resume.retry_errors), title=title,
-                   view_model_cfg=view_local, view_model_identity=_model_identity(view_model, view_local),
+                   view_model_cfg=view_local, view_model_identity=view_identity,
                    gate_units=gate_units, gate_settings=gate_settings,
                    gate_dir=Path(cfg.output_root) / str(cfg.benchmark.name) / "_gate")
 
@@ -140,8 +145,6 @@ def _check_settings(agent: str, agent_cfg: dict, cfg: DictConfig) -> None:
     """Build every settings object once here, so a bad value fails before any unit runs."""
     from raydist.agents import AgentSettings
     from raydist.sandbox import Limits
-    from raydist.views import ViewOptions
-
     checks = [(f"agents.{agent}", lambda: AgentSettings(**agent_cfg)),
               ("view", lambda: ViewOptions(**OmegaConf.to_container(cfg.view, resolve=True))),
               ("sandbox.limits", lambda: Limits(**OmegaConf.to_container(cfg.sandbox.limits, resolve=True)))]

@@ -79,6 +79,34 @@ def task_key(task: PrepTask, instance, options: ViewOptions, model_identity: str
                         "model": model_identity if uses_model else None}, 24)
 
 
+def with_preparation(units: Iterable, options: ViewOptions, model_identity: str) -> list:
+    """``units`` (``RunUnit``s) whose level needs preparation get a ``config_hash`` that also
+    covers what decides the prepared record (version, prompt files, attempts, view model), so
+    a changed L1 prompt or a new preparation version runs those units again instead of
+    reusing rows built on the old statements or rewrites. Other units are unchanged."""
+    from dataclasses import replace
+
+    from raydist.views.base import levels_needing
+
+    out = []
+    for unit in units:
+        kinds = sorted(levels_needing(unit.level))
+        if kinds:
+            marks = [task_key(PrepTask("*", 0, kind), _NoInstance, options, model_identity) for kind in kinds]
+            unit = replace(unit, config_hash=stable_hash([unit.config_hash, *marks]))
+        out.append(unit)
+    return out
+
+
+class _NoInstance:
+    """Stands for "any instance" in a preparation fingerprint (instance and seed are already
+    part of a unit's key)."""
+
+    @staticmethod
+    def content_hash() -> str:
+        return "*"
+
+
 class PrepCache:
     """Preparation records as JSON files ``<root>/<key>.json``, written atomically."""
 
