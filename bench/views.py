@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import libcst
 
 from raydist.tasks import load_instances
-from raydist.cluster.prepare import rewrite_targets
+from raydist.cluster.rewrites import rewrite_targets
 from raydist.views import Prepared, RepoFiles, ViewOptions, build_view
 from raydist.views.l2_namespace import namespace_mapping, repository_identity
 from raydist.views.l4_rewrite import rewrite_function_source

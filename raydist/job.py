@@ -7,7 +7,6 @@ finished and compiles the tables.
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 from dataclasses import dataclass, replace
@@ -16,8 +15,10 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from raydist.cluster.plan import SCRIPTED_AGENTS, RunUnit, build_plan, expand_levels, stable_hash, unit_config_hash
+from raydist.cluster.prepare import with_preparation
 from raydist.cluster.runner import RayOptions
 from raydist.cluster.unit import UnitSettings
+from raydist.views import ViewOptions
 
 
 class JobError(Exception):
@@ -80,8 +81,11 @@ class Job:
             settings_for_hash["model_server"] = {k: local.get(k) for k in
                                                  ("litellm_model", "model_path", "command", "grammar_server")}
         config_hash = unit_config_hash(agent, settings_for_hash, view_options)
-        units = build_plan(instances, model=model, agent=agent, levels=levels, seeds=seeds,
-                           config_hash=config_hash)
+        view_model = str(view_options.get("model"))
+        view_local = OmegaConf.to_container(cfg.local_models, resolve=True).get(view_model)
+        view_identity = _model_identity(view_model, view_local)
+        units = with_preparation(build_plan(instances, model=model, agent=agent, levels=levels, seeds=seeds,
+                                            config_hash=config_hash), ViewOptions(**view_options), view_identity)
         if not units:
             raise JobError(f"the plan is empty: {len(instances)} instances x levels={levels} x seeds={seeds}; "
                            "check benchmark.source, benchmark.ids/limit, levels and seeds")
@@ -95,8 +99,6 @@ class Job:
         )
         ray_opts = RayOptions(**OmegaConf.to_container(cfg.cluster, resolve=True))
         title = f"raydist: {cfg.benchmark.name} / {agent}" + ("" if agent in SCRIPTED_AGENTS else f" / {model}")
-        view_model = str(view_options.get("model"))
-        view_local = OmegaConf.to_container(cfg.local_models, resolve=True).get(view_model)
         if view_local is None and any(_needs_view_model(u.level, view_options) for u in units):
             _check_hosted_model(view_model)
         gate_units, gate_settings = None, None
@@ -106,12 +108,14 @@ class Job:
                 scripted = OmegaConf.to_container(cfg.agents[name], resolve=True)
                 scripted_kind = scripted.pop("kind")
                 gate_settings[name] = replace(settings, agent_kind=scripted_kind, agent_settings=scripted)
-                gate_units += build_plan(instances, model=model, agent=name, levels=levels, seeds=seeds,
-                                         config_hash=unit_config_hash(name, scripted, view_options))
+                gate_units += with_preparation(
+                    build_plan(instances, model=model, agent=name, levels=levels, seeds=seeds,
+                               config_hash=unit_config_hash(name, scripted, view_options)),
+                    ViewOptions(**view_options), view_identity)
         return cls(units=units, instances={i.instance_id: i for i in instances}, settings=settings,
                    ray=ray_opts, model=model, model_cfg=local if kind == "llm" else None, agent=agent,
                    run_dir=Path(run_dir), retry_errors=bool(cfg.resume.retry_errors), title=title,
-                   view_model_cfg=view_local, view_model_identity=_model_identity(view_model, view_local),
+                   view_model_cfg=view_local, view_model_identity=view_identity,
                    gate_units=gate_units, gate_settings=gate_settings,
                    gate_dir=Path(cfg.output_root) / str(cfg.benchmark.name) / "_gate")
 
@@ -141,8 +145,6 @@ def _check_settings(agent: str, agent_cfg: dict, cfg: DictConfig) -> None:
     """Build every settings object once here, so a bad value fails before any unit runs."""
     from raydist.agents import AgentSettings
     from raydist.sandbox import Limits
-    from raydist.views import ViewOptions
-
     checks = [(f"agents.{agent}", lambda: AgentSettings(**agent_cfg)),
               ("view", lambda: ViewOptions(**OmegaConf.to_container(cfg.view, resolve=True))),
               ("sandbox.limits", lambda: Limits(**OmegaConf.to_container(cfg.sandbox.limits, resolve=True)))]
@@ -200,6 +202,7 @@ def run_job(job: Job) -> None:
 
     SIGTERM and Ctrl-C stop scheduling; rows already written stay, and the tables are
     compiled from them before exiting."""
+    from raydist.cluster.gate import gate_report
     from raydist.results import ResultStore, action_mix, action_mix_markdown, summarise, to_markdown
     from raydist.sandbox import BaseImageMissing, SandboxUnavailable, connect, ensure_base_image, sweep_orphans
 
@@ -245,22 +248,6 @@ def run_job(job: Job) -> None:
         sys.exit(1)  # the tables are complete, but some units must run again: say so to scripts
 
 
-def gate_report(job: Job) -> str:
-    """Markdown section on the validity gate: skipped for scripted agents (their run is the
-    check), else the views checked and every excluded view with its reason (from gate.json)."""
-    if job.gate_units is None:
-        return ""
-    path = job.run_dir / "gate.json"
-    if not path.exists():
-        return "\n## Validity gate\n\nNot run in this launch (nothing left to run).\n"
-    data = json.loads(path.read_text())
-    lines = ["", "## Validity gate", "",
-             f"{data['checked']} views checked (oracle must resolve, null must not); "
-             f"{len(data['excluded'])} excluded and not run:"]
-    lines += [f"- {e['instance_id']} {e['level']} seed {e['seed']}: {e['reason']}" for e in data["excluded"]]
-    return "\n".join(lines) + "\n"
-
-
 def error_digest(table, limit: int = 10) -> str:
     """Markdown list of the distinct errors in ``table`` (first ``limit``), each with its count,
     kind and one example unit, so a failed unit is visible without opening the Parquet file."""
@@ -285,15 +272,17 @@ def _execute(job: Job, todo: list[RunUnit], store) -> list[dict]:
     """Images, view preparation, validity gate, then the units; returns the excluded views."""
     from contextlib import ExitStack
 
+    from raydist.cluster.gate import gate_todo, run_gate
+    from raydist.cluster.prepare import attach_prepared, prepare_views
     from raydist.cluster.progress import UnitProgress
-    from raydist.cluster.runner import build_images, init_ray, run_units
+    from raydist.cluster.runner import build_images, error_row, init_ray, run_units
     from raydist.cluster.serving import serve_model
     from raydist.models.server import ModelServerError
 
     init_ray(job.ray)
     signal.signal(signal.SIGTERM, _raise_interrupt)  # ray.init installs its own handler
     _check_capacity(job.ray)
-    gate_todo = _gate_todo(job, todo)
+    gate_todo = gate_todo(job, todo)
     everything = [*todo, *gate_todo]
     recipes = {job.instances[u.instance_id].recipe.key(): job.instances[u.instance_id].recipe
                for u in everything if job.instances[u.instance_id].recipe is not None}
@@ -302,7 +291,7 @@ def _execute(job: Job, todo: list[RunUnit], store) -> list[dict]:
     for unit in todo:
         recipe = job.instances[unit.instance_id].recipe
         if recipe is not None and recipe.key() in failed:
-            row = _error_row(unit, f"instance image could not be built: {failed[recipe.key()]}")
+            row = error_row(unit, f"instance image could not be built: {failed[recipe.key()]}")
             store.write_row(row)
             written.append(row)
         else:
@@ -320,11 +309,11 @@ def _execute(job: Job, todo: list[RunUnit], store) -> list[dict]:
         return endpoints[name]
 
     try:
-        records, prep_errors = _prepare_views(job, [*runnable, *gate_todo], lambda: endpoint_of(
+        records, prep_errors = prepare_views(job, [*runnable, *gate_todo], lambda: endpoint_of(
             view_model, job.view_model_cfg))
-        prepared, runnable = _attach_prepared(job, runnable, records, prep_errors, store, written)
+        prepared, runnable = attach_prepared(job, runnable, records, prep_errors, store, written)
         if job.gate_units is not None:
-            excluded = _run_gate(job, {(u.instance_id, u.level, u.seed) for u in runnable}, records,
+            excluded = run_gate(job, {(u.instance_id, u.level, u.seed) for u in runnable}, records,
                                  prep_errors)
             bad = {(e["instance_id"], e["level"], e["seed"]) for e in excluded}
             runnable = [u for u in runnable if (u.instance_id, u.level, u.seed) not in bad]
@@ -348,158 +337,6 @@ def _execute(job: Job, todo: list[RunUnit], store) -> list[dict]:
     return excluded
 
 
-def _prepare_views(job: Job, units: list[RunUnit], view_endpoint) -> tuple[dict, dict]:
-    """Compute (or read from the cache) every L1/L4 preparation ``units`` need.
-
-    Returns ``(records, errors)`` keyed by ``(instance_id, seed, kind)``. The view model is
-    served only when some preparation that needs it is not cached yet."""
-    from raydist.cluster.prepare import PrepCache, preparation_tasks, task_key
-    from raydist.cluster.runner import run_preparations
-    from raydist.views import ViewOptions
-
-    options = ViewOptions(**job.settings.view_options)
-    cache = PrepCache(Path(job.settings.cache_dir) / "views")
-    records: dict = {}
-    errors: dict = {}
-    pending = []
-    keys = {}
-    for task in preparation_tasks(units):
-        key = task_key(task, job.instances[task.instance_id], options, job.view_model_identity)
-        keys[task] = key
-        record = cache.get(key)
-        if record is None:
-            pending.append(task)
-        else:
-            records[(task.instance_id, task.seed, task.kind)] = record
-    if not pending:
-        return records, errors
-    needs_model = any(t.kind == "L1" for t in pending) or options.l4_llm_attempts > 0
-    print(f"preparing {len(pending)} views (L1 paraphrases, L4 rewrites with their test gate)"
-          + (f" with view model {options.model}" if needs_model else ""), flush=True)
-    endpoint = view_endpoint() if needs_model else None
-
-    def on_record(task, record, error):
-        where = (task.instance_id, task.seed, task.kind)
-        if error is not None:
-            errors[where] = error
-            print(f"  {task.kind} {task.instance_id} seed {task.seed}: FAILED: {error.splitlines()[0][:200]}",
-                  flush=True)
-            return
-        cache.put(keys[task], record)
-        records[where] = record
-        print(f"  {task.kind} {task.instance_id} seed {task.seed}: {_describe(task.kind, record)}", flush=True)
-
-    run_preparations(pending, job.instances, options, endpoint, job.settings, job.ray, on_record)
-    return records, errors
-
-
-def _describe(kind: str, record: dict) -> str:
-    if kind == "L1":
-        return f"{record['source']} after {record['attempts']} attempt(s)"
-    sources = [f["source"] for f in record["functions"].values()]
-    return (f"{len(record['files'])} file(s) rewritten; functions: "
-            + (", ".join(f"{sources.count(s)} {s}" for s in ("llm", "deterministic", "unchanged") if s in sources)
-               or "none enclose the gold patch"))
-
-
-def _prepared_of(unit: RunUnit, records: dict, errors: dict):
-    """The unit's ``Prepared``, or the error message of a preparation it needs."""
-    from raydist.cluster.prepare import prepared_for
-    from raydist.views import levels_needing
-
-    needed = {}
-    for kind in sorted(levels_needing(unit.level)):
-        where = (unit.instance_id, unit.seed, kind)
-        if where in errors:
-            return None, f"{kind} view preparation failed: {errors[where]}"
-        needed[kind] = records.get(where)
-    return prepared_for(unit.level, needed), None
-
-
-def _attach_prepared(job: Job, units: list[RunUnit], records: dict, errors: dict, store, written: list):
-    prepared, runnable = {}, []
-    for unit in units:
-        value, error = _prepared_of(unit, records, errors)
-        if error is not None:
-            row = _error_row(unit, error)
-            store.write_row(row)
-            written.append(row)
-            continue
-        prepared[unit.key] = value
-        runnable.append(unit)
-    return prepared, runnable
-
-
-def _gate_todo(job: Job, todo: list[RunUnit]) -> list[RunUnit]:
-    """Gate units (oracle and null) of the views ``todo`` will use that have no row yet."""
-    if job.gate_units is None:
-        return []
-    from raydist.results import ResultStore
-
-    wanted = {(u.instance_id, u.level, u.seed) for u in todo}
-    store = ResultStore(job.gate_dir)
-    done = store.finished_keys([u.key for u in job.gate_units], retry_errors=True)
-    return [u for u in job.gate_units if (u.instance_id, u.level, u.seed) in wanted and u.key not in done]
-
-
-def _run_gate(job: Job, wanted: set, records: dict, errors: dict) -> list[dict]:
-    """The validity gate (SchrodingerRepo §V-C): on every view the LLM agent will see
-    (``wanted``: ``(instance_id, level, seed)``), the oracle must resolve and the null agent
-    must not. Runs the gate units without a row,
-    then returns the views that fail, each ``{"instance_id", "level", "seed", "reason"}``,
-    and writes them to ``gate.json`` in the run directory."""
-    from raydist.cluster.runner import run_units
-    from raydist.results import ResultStore
-
-    store = ResultStore(job.gate_dir)
-    keys = [u.key for u in job.gate_units]
-    done = store.finished_keys(keys, retry_errors=True)
-    todo = [u for u in job.gate_units if u.key not in done and (u.instance_id, u.level, u.seed) in wanted]
-    for agent in SCRIPTED_AGENTS:
-        batch = [u for u in todo if u.agent == agent]
-        if not batch:
-            continue
-        print(f"validity gate: {len(batch)} {agent} units", flush=True)
-        prepared, runnable = {}, []
-        for unit in batch:
-            value, error = _prepared_of(unit, records, errors)
-            if error is not None:
-                store.write_row(_error_row(unit, error))
-            else:
-                prepared[unit.key] = value
-                runnable.append(unit)
-        run_units(runnable, job.instances, job.gate_settings[agent], None, job.ray, store.write_row,
-                  prepared=prepared)
-    rows = {}
-    for unit in job.gate_units:
-        row = store.read_row(unit.key)
-        rows[(unit.instance_id, unit.level, unit.seed, unit.agent)] = row
-    excluded = []
-    checked = 0
-    for iid, level, seed in sorted(wanted, key=str):
-        oracle, null = rows.get((iid, level, seed, "oracle")), rows.get((iid, level, seed, "null"))
-        checked += 1
-        reason = None
-        if oracle is None or null is None:
-            reason = "the gate did not run"
-        elif oracle.get("error"):
-            reason = f"oracle: {oracle['error'].splitlines()[0][:300]}"
-        elif not oracle.get("resolved"):
-            reason = "the oracle (gold patch through the view) does not resolve"
-        elif null.get("error") and null.get("error_kind") == "infrastructure":
-            reason = f"null: {null['error'].splitlines()[0][:300]}"
-        elif null.get("resolved"):
-            reason = "the null agent (no change) resolves: FAIL_TO_PASS does not fail on this view"
-        if reason:
-            excluded.append({"instance_id": iid, "level": level, "seed": seed, "reason": reason})
-    store.compile(keys)
-    (job.run_dir / "gate.json").write_text(json.dumps({"checked": checked, "excluded": excluded}, indent=1))
-    print(f"validity gate: {checked} views checked, {len(excluded)} excluded", flush=True)
-    for item in excluded:
-        print(f"  excluded {item['instance_id']} {item['level']} seed {item['seed']}: {item['reason']}", flush=True)
-    return excluded
-
-
 def _check_capacity(options: RayOptions) -> None:
     import ray
 
@@ -508,12 +345,6 @@ def _check_capacity(options: RayOptions) -> None:
                       ("cluster.image_build_cpus", options.image_build_cpus)):
         if need > cpus:
             raise JobError(f"{key}={need} but the Ray cluster has {cpus:g} CPUs: no unit could ever be scheduled")
-
-
-def _error_row(unit: RunUnit, message: str) -> dict:
-    return {"key": unit.key, "instance_id": unit.instance_id, "model": unit.model, "agent": unit.agent,
-            "level": unit.level, "seed": unit.seed, "config_hash": unit.config_hash, "resolved": False,
-            "error": message[:4000], "error_kind": "infrastructure"}
 
 
 def _with_base_image(settings: UnitSettings, tag: str) -> UnitSettings:

@@ -156,3 +156,34 @@ def test_unreachable_server_ends_the_run_with_a_clear_error(box, tmp_path):
     assert (outcome.step_records, outcome.leak_count) == ((), 0)
     assert f"at {api_base} did not answer after 2 attempt(s)" in outcome.error
     assert outcome.trajectory["messages"][-1]["role"] == "exit"
+
+
+@pytest.mark.docker
+def test_gemma_agent_on_an_l2_view_of_a_real_instance_sees_no_original_name(llama, client, tmp_path):
+    """The leak audit on a real model's run: whatever Gemma types (often original-looking
+    names it guesses, or paths it invents), every observation it is shown, tracebacks
+    included, holds no original repository-internal name, and so does the statement."""
+    from raydist.agents.environment import leak_count
+    from raydist.cluster.unit import _install_view
+    from raydist.sandbox import ensure_instance_image
+    from raydist.tasks import load_instances
+    from raydist.views import RepoFiles, build_view
+
+    _, api_base = llama
+    instance = next(i for i in load_instances("builtin") if i.instance_id == "benjaminp__six-ensure-text-errors")
+    image = ensure_instance_image(client, instance.recipe, cache_dir=Path.home() / ".cache" / "raydist")
+    view = build_view(instance, RepoFiles(image.repo_dir), "L2+L3", 1)
+    assert leak_count(view.translator, instance.problem_statement) > 0  # the statement does name the repository
+    with Sandbox.create(client, image.tag, limits=Limits(memory="1g", pids=256), name="llm-l2-test") as sandbox:
+        _install_view(sandbox, view)
+        outcome = run_agent(view=view, sandbox=sandbox,
+                            endpoint=ModelEndpoint(LITELLM_MODEL, api_base=api_base, local=True),
+                            settings=AgentSettings(step_limit=4, command_timeout_s=30),
+                            trajectory_path=tmp_path / "l2.traj.json")
+    print(f"\nL2 agent: {outcome.exit_status} after {outcome.steps} steps; commands: "
+          f"{[s['command'] for s in outcome.step_records]}")
+    assert outcome.error is None and outcome.steps >= 1
+    assert [s["leak_count"] for s in outcome.step_records] == [0] * len(outcome.step_records)
+    assert (outcome.statement_leaks, outcome.leak_count) == (0, 0)
+    shown = [m["content"] for m in outcome.trajectory["messages"] if m["role"] in ("user", "system")]
+    assert all(leak_count(view.translator, text) == 0 for text in shown)

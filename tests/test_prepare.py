@@ -8,18 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from raydist.cluster.prepare import (
-    GateVerdict,
-    PrepCache,
-    PrepTask,
-    changed_line_ranges,
-    docker_gate,
-    prepare_rewrites,
-    prepared_for,
-    preparation_tasks,
-    rewrite_targets,
-    task_key,
-)
+from raydist.cluster.prepare import PrepCache, PrepTask, prepared_for, preparation_tasks, task_key
+from raydist.cluster.rewrites import GateVerdict, changed_line_ranges, docker_gate, prepare_rewrites, rewrite_targets
 from raydist.cluster.plan import RunUnit
 from raydist.sandbox import ensure_instance_image
 from raydist.tasks import load_instances
@@ -185,3 +175,35 @@ def test_a_scripted_llm_rewrite_that_breaks_a_test_gets_the_failure_back_then_fa
     assert len(calls) == 2
     assert "passed before the rewrite and fail after it" in entry["feedback"][0]
     assert "passed before the rewrite and fail after it" in calls[1][-1]["content"]
+
+
+def test_a_dead_view_model_is_a_preparation_error_and_nothing_is_cached():
+    from raydist.cluster.prepare import PreparationError, prepare_statement
+    from raydist.models import ModelEndpoint
+    from raydist.models.completion import litellm_complete
+    from raydist.models.server import free_port
+
+    dead = ModelEndpoint(litellm_model="openai/gemma3-270m", api_base=f"http://127.0.0.1:{free_port()}/v1",
+                         local=True, grammar_server="llama_cpp")
+    with pytest.raises(PreparationError, match="every LLM call failed"):
+        prepare_statement(HUMANIZE, 0, litellm_complete(dead, timeout=5, retries=1), ViewOptions(l1_attempts=2))
+
+
+def test_units_needing_preparation_get_new_keys_when_what_decides_it_changes(tmp_path):
+    from raydist.cluster.prepare import with_preparation
+
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    for name in ("l1_paraphrase.j2", "l1_refine.j2", "l1_verify.j2", "l4_rewrite.j2", "l4_retry.j2"):
+        (prompts / name).write_text("v1")
+    units = [unit("a", level, 0) for level in ("L0", "L1", "L3+L4", "full")]
+
+    def keys(**options):
+        return [u.key for u in with_preparation(units, ViewOptions(prompts_dir=str(prompts), **options), "model-a")]
+
+    before = keys()
+    assert before[0] == units[0].key and before[1:] != [u.key for u in units[1:]]
+    (prompts / "l1_verify.j2").write_text("v2")
+    after = keys()
+    assert [a == b for a, b in zip(before, after)] == [True, False, True, False]  # L0 and L4 keep theirs
+    assert keys(l4_llm_attempts=0)[2] != after[2]

@@ -14,6 +14,7 @@ from raydist.views.l1_statement import (
     L1Prompts,
     StatementResult,
     clean_candidate,
+    form_problem,
     load_l1_prompts,
     missing_spans,
     paraphrase_budget,
@@ -318,3 +319,30 @@ def test_missing_template_names_the_file_and_the_folder(tmp_path):
     (tmp_path / "l1_paraphrase.j2").write_text("{{ statement }}")
     with pytest.raises(FileNotFoundError, match=f"l1_refine.j2 is missing from {tmp_path}"):
         load_l1_prompts(tmp_path)
+
+
+# --- a small model's copies are rejected before any verifier is asked ----------------------
+
+REAL_PROMPTS = load_l1_prompts(ROOT / "conf" / "prompts")
+
+
+def test_an_answer_that_copies_the_refine_request_is_rejected_whatever_the_verifier_says():
+    """What Gemma 3 270M answered to the refine prompt for a real-fix statement: the request
+    itself, statement included; its verifier said YES three times."""
+    messages = REAL_PROMPTS.messages("refine", statement=HUMANIZE, candidate="Short.", missing=["`_id`"],
+                                     verdicts={}, reason="", unchanged=False)
+    copy = messages[-1]["content"]
+    assert form_problem(HUMANIZE, copy, messages, "Short.").startswith("repeats the request instead of restating")
+    script = Script(copy, ALL_YES)
+    result = reconstruct_statement(HUMANIZE, script, attempts=1, prompts=REAL_PROMPTS)
+    assert (result.source, result.history[0]["rejected"]) == ("canonical", "form")
+    assert len(script.requests) == 1  # the verifier was never asked
+
+
+def test_the_statement_itself_or_a_near_copy_is_not_a_paraphrase():
+    messages = REAL_PROMPTS.messages("paraphrase", statement=HUMANIZE)
+    assert form_problem(HUMANIZE, "Note:\n" + HUMANIZE, messages) == "contains the original statement verbatim"
+    near = HUMANIZE.replace("mangles", "breaks")
+    assert form_problem(HUMANIZE, near, messages).startswith("too close to the original statement (similarity 0.9")
+    assert form_problem(HUMANIZE, HUMANIZE_PARAPHRASE, messages) is None
+    assert "is outside 0.4-2.5 times" in form_problem(HUMANIZE, HUMANIZE_PARAPHRASE * 4, messages)

@@ -26,15 +26,12 @@ from typing import Any
 from raydist.cluster.plan import stable_hash
 from raydist.views.base import Prepared, RepoFiles, ViewOptions, levels_needing
 
-#: ``(files) -> (passed, feedback)``: runs the instance's tests with ``files`` (path -> text in
-#: original coordinates) in place of the originals.
-Gate = Callable[[Mapping[str, str]], "GateVerdict"]
 #: ``(messages, *, seed, max_tokens, grammar) -> text``: one LLM call (raydist.models.completion).
 Complete = Callable[..., str]
 
 
-#: Part of every cache key: raise it when a change here makes earlier records wrong.
-PREPARATION_VERSION = 4
+#: Part of every cache key, per kind: raise one when a change makes that kind's records wrong.
+PREPARATION_VERSION = {"L1": 5, "L4": 4}
 
 
 class PreparationError(RuntimeError):
@@ -48,16 +45,6 @@ class PrepTask:
     instance_id: str
     seed: int
     kind: str
-
-
-@dataclass(frozen=True)
-class GateVerdict:
-    """The L4 test gate's answer: ``passed`` when every PASS_TO_PASS test passed and every
-    FAIL_TO_PASS test still failed; ``feedback`` names the tests that broke the rule and ends
-    with the tail of the test log (what a retry prompt shows the LLM)."""
-
-    passed: bool
-    feedback: str
 
 
 def preparation_tasks(units: Iterable) -> list[PrepTask]:
@@ -87,9 +74,37 @@ def task_key(task: PrepTask, instance, options: ViewOptions, model_identity: str
         knobs = {"attempts": options.l4_llm_attempts,
                  "prompts": _prompt_digest(options.prompts_dir, ("l4_rewrite.j2", "l4_retry.j2"))}
     uses_model = task.kind == "L1" or options.l4_llm_attempts > 0
-    return stable_hash({"version": PREPARATION_VERSION, "instance": instance.content_hash(), "seed": task.seed,
+    return stable_hash({"version": PREPARATION_VERSION[task.kind], "instance": instance.content_hash(), "seed": task.seed,
                         "kind": task.kind, **knobs,
                         "model": model_identity if uses_model else None}, 24)
+
+
+def with_preparation(units: Iterable, options: ViewOptions, model_identity: str) -> list:
+    """``units`` (``RunUnit``s) whose level needs preparation get a ``config_hash`` that also
+    covers what decides the prepared record (version, prompt files, attempts, view model), so
+    a changed L1 prompt or a new preparation version runs those units again instead of
+    reusing rows built on the old statements or rewrites. Other units are unchanged."""
+    from dataclasses import replace
+
+    from raydist.views.base import levels_needing
+
+    out = []
+    for unit in units:
+        kinds = sorted(levels_needing(unit.level))
+        if kinds:
+            marks = [task_key(PrepTask("*", 0, kind), _NoInstance, options, model_identity) for kind in kinds]
+            unit = replace(unit, config_hash=stable_hash([unit.config_hash, *marks]))
+        out.append(unit)
+    return out
+
+
+class _NoInstance:
+    """Stands for "any instance" in a preparation fingerprint (instance and seed are already
+    part of a unit's key)."""
+
+    @staticmethod
+    def content_hash() -> str:
+        return "*"
 
 
 class PrepCache:
@@ -129,8 +144,6 @@ def prepared_for(level: str, records: Mapping[str, Mapping | None]) -> Prepared:
     )
 
 
-# --- L1 ---------------------------------------------------------------------------------
-
 def prepare_statement(instance, seed: int, complete: Complete, options: ViewOptions) -> dict:
     """The L1 record of ``instance`` for ``seed``: ``{"text", "source", "attempts", "history"}``
     (``raydist.views.l1_statement.StatementResult`` as JSON), §III-B.
@@ -152,163 +165,6 @@ def prepare_statement(instance, seed: int, complete: Complete, options: ViewOpti
     return record
 
 
-# --- L4 ---------------------------------------------------------------------------------
-
-def changed_line_ranges(patch: str, path: str) -> list[tuple[int, int]]:
-    """1-based inclusive line ranges of ``path``'s original that ``patch`` removes or inserts
-    next to (a pure insertion counts as the line before it), one range per hunk."""
-    from unidiff import PatchSet
-
-    ranges = []
-    for patched in PatchSet(patch):
-        if patched.path != path:
-            continue
-        for hunk in patched:
-            removed = [line.source_line_no for line in hunk if line.is_removed]
-            if removed:
-                ranges.append((min(removed), max(removed)))
-                continue
-            last_before = None
-            for line in hunk:
-                if line.is_added:
-                    break
-                if line.is_context:
-                    last_before = line.source_line_no
-            anchor = last_before or hunk.source_start
-            ranges.append((anchor, anchor))
-    return ranges
-
-
-def rewrite_targets(instance, repo: RepoFiles) -> list[tuple[str, str]]:
-    """``(path, qualname)`` of every function enclosing a hunk of the gold patch, §III-E.
-    Files that do not parse contribute nothing."""
-    from raydist.views.l4_rewrite import functions_enclosing_patch
-    from raydist.views.recover import patched_paths
-
-    targets = []
-    for path in patched_paths(instance.patch):
-        text = repo.read(path) if path.endswith(".py") else None
-        if text is None:
-            continue
-        try:
-            names = functions_enclosing_patch(text, changed_line_ranges(instance.patch, path))
-        except SyntaxError:
-            continue
-        targets.extend((path, name) for name in names)
-    return targets
-
-
-def prepare_rewrites(instance, seed: int, repo: RepoFiles, options: ViewOptions, gate: Gate,
-                     complete: Complete | None = None) -> dict:
-    """The L4 record of ``instance`` for ``seed``: ``{"files": {path: text}, "functions":
-    {"path::qualname": {"source", "attempts", "reason"}}}``, §III-E.
-
-    For each function enclosing a gold hunk, up to ``options.l4_llm_attempts`` LLM rewrites
-    (``raydist.views.l4_llm.propose_rewrite``), each through the static gate and then
-    ``gate`` with every rewrite accepted so far; the gate's feedback goes into the next
-    attempt. When none passes, the deterministic rewriter's output (seeded by ``seed``) goes
-    through the same gate. A function neither passes keeps its original text
-    (``source="unchanged"``). The last gate run covers the whole accepted set, so the files
-    returned passed the gate together. Raises ``PreparationError`` when ``gate`` does.
-    """
-    from raydist.models.retry import ModelUnreachable
-    from raydist.views.l4_rewrite import rewrite_function_source, same_interface
-
-    files: dict[str, str] = {}
-    functions: dict[str, dict] = {}
-    prompts = None
-    if complete is not None and options.l4_llm_attempts > 0:
-        from raydist.views.l4_llm import load_l4_prompts
-
-        prompts = load_l4_prompts(options.prompts_dir)
-    for number, (path, qualname) in enumerate(rewrite_targets(instance, repo)):
-        current = files.get(path) or repo.read(path)
-        entry = {"source": "unchanged", "attempts": 0, "reason": None, "feedback": []}
-        accepted = None
-        feedback = previous = None
-        for attempt in range(options.l4_llm_attempts if prompts is not None else 0):
-            from raydist.views.l4_llm import propose_rewrite
-
-            entry["attempts"] = attempt + 1
-            try:
-                proposal = propose_rewrite(current, qualname, complete, seed=seed * 1000 + number * 10 + attempt,
-                                           feedback=feedback, previous=previous, prompts=prompts)
-            except ModelUnreachable as exc:  # infrastructure: nothing may be cached
-                raise PreparationError(f"L4 of {instance.instance_id!r}: {exc}") from exc
-            except ValueError as exc:  # e.g. the name is defined twice: no LLM rewrite can be placed
-                entry["feedback"].append(f"no LLM rewrite: {exc}"[:500])
-                break
-            except Exception as exc:  # noqa: BLE001 - any other failed call is a recorded attempt
-                entry["feedback"].append(f"LLM call failed: {type(exc).__name__}: {exc}"[:500])
-                continue
-            previous = proposal.function_source
-            if proposal.module_source is None:
-                feedback = f"The rewrite was rejected before testing: {proposal.reason}"
-                entry["feedback"].append(feedback[:500])
-                continue
-            verdict = gate({**files, path: proposal.module_source})
-            if verdict.passed:
-                accepted, entry["source"] = proposal.module_source, "llm"
-                break
-            feedback = verdict.feedback
-            entry["feedback"].append(_clip(feedback))
-        if accepted is None:
-            candidate = rewrite_function_source(current, qualname, seed * 1000 + number)
-            if candidate == current:
-                entry["reason"] = "the deterministic rewriter found nothing safe to change"
-            elif not same_interface(current, candidate, qualname):
-                entry["reason"] = "the deterministic rewrite changed the interface"
-            else:
-                verdict = gate({**files, path: candidate})
-                if verdict.passed:
-                    accepted, entry["source"] = candidate, "deterministic"
-                else:
-                    entry["reason"] = f"the deterministic rewrite failed the test gate: {verdict.feedback[-300:]}"
-        if accepted is not None:
-            files[path] = accepted
-        functions[f"{path}::{qualname}"] = entry
-    return {"files": files, "functions": functions}
-
-
-def _clip(text: str, head: int = 600, tail: int = 400) -> str:
-    """``text`` cut to its head (which names the tests) and tail, for the cached record."""
-    return text if len(text) <= head + tail else f"{text[:head]}\n[...]\n{text[-tail:]}"
-
-
-def docker_gate(client, instance, image_tag: str, repo: RepoFiles, *, limits=None, timeout: float = 900) -> Gate:
-    """The L4 test gate in ``instance``'s container (§III-E): the rewritten files are applied
-    as a patch, the test patch is applied and ``test_cmd`` runs; it passes when every
-    PASS_TO_PASS test passes and every FAIL_TO_PASS test still fails (the rewrite must
-    neither break behaviour nor fix the bug). Raises ``PreparationError`` when the test run
-    itself cannot happen (Docker, a patch that does not apply, a test timeout)."""
-    from raydist.grading import grade
-    from raydist.views.recover import recover_patch
-
-    def run(files: Mapping[str, str]) -> GateVerdict:
-        patch = recover_patch({p: repo.read(p) for p in files}, dict(files))
-        try:
-            result = grade(client, instance, image_tag, patch, timeout=timeout, limits=limits)
-        except Exception as exc:  # noqa: BLE001 - Docker failures are infrastructure
-            raise PreparationError(f"L4 test gate of {instance.instance_id!r}: {type(exc).__name__}: {exc}") from exc
-        if result.error and not result.applied:
-            return GateVerdict(False, f"the rewrite does not apply: {result.error}")
-        if result.error:
-            raise PreparationError(f"L4 test gate of {instance.instance_id!r}: {result.error}")
-        broken = sorted(t for t, s in result.pass_to_pass.items() if s != "PASSED")
-        fixed = sorted(t for t, s in result.fail_to_pass.items() if s == "PASSED")
-        if not broken and not fixed:
-            return GateVerdict(True, "")
-        lines = []
-        if broken:
-            lines.append("These tests passed before the rewrite and fail after it: " + ", ".join(broken[:10]))
-        if fixed:
-            lines.append("The rewrite changed behaviour (these tests changed outcome): " + ", ".join(fixed[:10]))
-        lines.append("Test output (tail):\n" + result.log[-1500:])
-        return GateVerdict(False, "\n".join(lines))
-
-    return run
-
-
 def run_preparation(task: PrepTask, instance, options: ViewOptions, *, endpoint=None, docker_host=None,
                     base_image=None, cache_dir: str, limits: Mapping | None = None,
                     grading_timeout_s: float = 900) -> dict:
@@ -327,6 +183,7 @@ def run_preparation(task: PrepTask, instance, options: ViewOptions, *, endpoint=
         if complete is None:
             raise ValueError(f"L1 of {task.instance_id!r} needs a view model (view.model) and none is served")
         return prepare_statement(instance, task.seed, complete, options)
+    from raydist.cluster.rewrites import docker_gate, prepare_rewrites
     from raydist.sandbox import Limits, connect, ensure_instance_image
 
     try:
@@ -338,3 +195,90 @@ def run_preparation(task: PrepTask, instance, options: ViewOptions, *, endpoint=
     gate = docker_gate(client, instance, image.tag, repo, limits=Limits(**(limits or {})),
                        timeout=grading_timeout_s)
     return prepare_rewrites(instance, task.seed, repo, options, gate, complete)
+
+
+# --- driver side: what a launch prepares, and what each unit gets -----------------------
+
+def prepare_views(job, units: list, view_endpoint) -> tuple[dict, dict]:
+    """Compute (or read from the cache) every L1/L4 preparation ``units`` need, on Ray.
+
+    ``job`` is a ``raydist.job.Job``; ``view_endpoint()`` starts (once) and returns the view
+    model's endpoint.
+    Returns ``(records, errors)`` keyed by ``(instance_id, seed, kind)``. The view model is
+    served only when some preparation that needs it is not cached yet."""
+    from raydist.cluster.runner import run_preparations
+    from raydist.views import ViewOptions
+
+    options = ViewOptions(**job.settings.view_options)
+    cache = PrepCache(Path(job.settings.cache_dir) / "views")
+    records: dict = {}
+    errors: dict = {}
+    pending = []
+    keys = {}
+    for task in preparation_tasks(units):
+        key = task_key(task, job.instances[task.instance_id], options, job.view_model_identity)
+        keys[task] = key
+        record = cache.get(key)
+        if record is None:
+            pending.append(task)
+        else:
+            records[(task.instance_id, task.seed, task.kind)] = record
+    if not pending:
+        return records, errors
+    needs_model = any(t.kind == "L1" for t in pending) or options.l4_llm_attempts > 0
+    print(f"preparing {len(pending)} views (L1 paraphrases, L4 rewrites with their test gate)"
+          + (f" with view model {options.model}" if needs_model else ""), flush=True)
+    endpoint = view_endpoint() if needs_model else None
+
+    def on_record(task, record, error):
+        where = (task.instance_id, task.seed, task.kind)
+        if error is not None:
+            errors[where] = error
+            print(f"  {task.kind} {task.instance_id} seed {task.seed}: FAILED: {error.splitlines()[0][:200]}",
+                  flush=True)
+            return
+        cache.put(keys[task], record)
+        records[where] = record
+        print(f"  {task.kind} {task.instance_id} seed {task.seed}: {describe_record(task.kind, record)}", flush=True)
+
+    run_preparations(pending, job.instances, options, endpoint, job.settings, job.ray, on_record)
+    return records, errors
+
+
+def describe_record(kind: str, record: dict) -> str:
+    if kind == "L1":
+        return f"{record['source']} after {record['attempts']} attempt(s)"
+    sources = [f["source"] for f in record["functions"].values()]
+    return (f"{len(record['files'])} file(s) rewritten; functions: "
+            + (", ".join(f"{sources.count(s)} {s}" for s in ("llm", "deterministic", "unchanged") if s in sources)
+               or "none enclose the gold patch"))
+
+
+def prepared_of(unit, records: dict, errors: dict) -> tuple[Prepared | None, str | None]:
+    """``(Prepared, None)`` for ``unit`` from ``records``, or ``(None, message)`` when a
+    preparation it needs failed (``errors``, keyed like ``records``)."""
+    needed = {}
+    for kind in sorted(levels_needing(unit.level)):
+        where = (unit.instance_id, unit.seed, kind)
+        if where in errors:
+            return None, f"{kind} view preparation failed: {errors[where]}"
+        needed[kind] = records.get(where)
+    return prepared_for(unit.level, needed), None
+
+
+def attach_prepared(job, units: list, records: dict, errors: dict, store, written: list):
+    """``({key: Prepared}, runnable units)``; a unit whose preparation failed gets an
+    infrastructure-error row (written to ``store`` and appended to ``written``) instead."""
+    from raydist.cluster.runner import error_row
+
+    prepared, runnable = {}, []
+    for unit in units:
+        value, error = prepared_of(unit, records, errors)
+        if error is not None:
+            row = error_row(unit, error)
+            store.write_row(row)
+            written.append(row)
+            continue
+        prepared[unit.key] = value
+        runnable.append(unit)
+    return prepared, runnable

@@ -154,11 +154,15 @@ def run_units(
             try:
                 row = ray.get(ref)
             except Exception as exc:  # noqa: BLE001
-                row = {"key": unit.key, "instance_id": unit.instance_id, "model": unit.model,
-                       "agent": unit.agent, "level": unit.level, "seed": unit.seed,
-                       "config_hash": unit.config_hash, "resolved": False,
-                       "error": f"run unit task failed: {type(exc).__name__}: {exc}"[:4000],
-                       "error_kind": "infrastructure"}
+                row = error_row(unit, f"run unit task failed: {type(exc).__name__}: {exc}")
             on_row(row)
             if progress:
                 progress.finished(row)
+
+
+def error_row(unit: RunUnit, message: str) -> dict:
+    """The result row of a unit that could not run for an infrastructure reason (it runs
+    again on resume); ``message`` is kept to 4000 characters."""
+    return {"key": unit.key, "instance_id": unit.instance_id, "model": unit.model, "agent": unit.agent,
+            "level": unit.level, "seed": unit.seed, "config_hash": unit.config_hash, "resolved": False,
+            "error": message[:4000], "error_kind": "infrastructure"}

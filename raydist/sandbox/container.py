@@ -29,9 +29,14 @@ TIMEOUT_CODES = (124, 137)  # coreutils `timeout`: TERM sent -> 124, KILL sent -
 # still be spawning). `$0` is the user's command. Its stderr joins stdout in the shell, so the
 # output keeps the order in which the command wrote it (Docker's two streams would not).
 _WRAPPER = (
-    'timeout -k {grace} {limit} bash -lc "$0" 2>&1 & p=$!; wait $p; rc=$?; '
-    "n=0; while kill -9 -- -$p 2>/dev/null && [ $((n+=1)) -lt 1000 ]; do :; done; exit $rc"
+    "mkdir -p /tmp/.raydist && rm -f /tmp/.raydist/*.out; "
+    'timeout -k {grace} {limit} bash -lc "$0" > {log} 2>&1 & p=$!; wait $p; rc=$?; '
+    "n=0; while kill -9 -- -$p 2>/dev/null && [ $((n+=1)) -lt 1000 ]; do :; done; "
+    "cat {log}; printf %s {marker}; exit $rc"
 )
+# The output also lands in a file, and the stream ends with a marker: Docker sometimes drops
+# the attached output of a short exec (moby/moby#27289, docker/docker-py#2042), and a stream
+# without its marker is then replaced by the file, read through the archive API.
 
 
 @dataclass(frozen=True)
@@ -133,8 +138,10 @@ class Sandbox:
         """
         if timeout <= 0:
             raise ValueError(f"exec timeout must be positive seconds, got {timeout!r}")
-        argv = ["bash", "-c", _WRAPPER.format(grace=f"{KILL_GRACE:g}", limit=f"{timeout:g}"),
-                command]
+        nonce = secrets.token_hex(8)
+        log, marker = f"/tmp/.raydist/{nonce}.out", f"__raydist_end_{nonce}__"
+        argv = ["bash", "-c", _WRAPPER.format(grace=f"{KILL_GRACE:g}", limit=f"{timeout:g}", log=log,
+                                              marker=marker), command]
         api = self.client.api
         exec_id = api.exec_create(
             self.container.id, argv, workdir=cwd, environment=dict(env or {})
@@ -154,8 +161,19 @@ class Sandbox:
         code = api.exec_inspect(exec_id).get("ExitCode")
         returncode = 137 if code is None else int(code)
         timed_out = guard_fired or (returncode in TIMEOUT_CODES and seconds >= timeout)
-        output = b"".join(chunks).decode("utf-8", errors="replace")
-        return ExecResult(output, returncode, timed_out, seconds)
+        data = b"".join(chunks)
+        if data.endswith(marker.encode()):
+            data = data[: -len(marker)]
+        else:  # the stream lost output (or the guard fired before the end): the file has it
+            data = self._read_log(log, fallback=data)
+        return ExecResult(data.decode("utf-8", errors="replace"), returncode, timed_out, seconds)
+
+    def _read_log(self, path: str, fallback: bytes) -> bytes:
+        try:
+            stream, _ = self.container.get_archive(path)
+            return unpack_single(b"".join(stream), path)
+        except (NotFound, APIError, ValueError):
+            return fallback
 
     def _kill_all(self) -> None:
         # Everything but the init (immune to signals from inside), the keep-alive `sleep` and

@@ -20,6 +20,7 @@ The only way to a model is the injected ``complete`` callable, so this module st
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import re
@@ -141,7 +142,7 @@ class StatementResult:
             when the verifier was not asked), ``reason`` (the verifier's, None when not
             asked), ``error`` ("<ExceptionType>: <message>" of a failed model call, else
             None), ``rejected`` (None when accepted, else "error", "empty", "unchanged",
-            "missing_spans" or "verifier").
+            "form" (see ``form_problem``; ``reason`` says which), "missing_spans" or "verifier").
     """
 
     text: str
@@ -268,6 +269,40 @@ def reconstruct_statement(statement: str, complete: Complete, *, attempts: int =
     return StatementResult(text=statement, source="canonical", attempts=attempts, history=tuple(history))
 
 
+#: A paraphrase this close to the statement (difflib ratio) restates nothing.
+MAX_SIMILARITY = 0.92
+#: Bounds of a paraphrase's length relative to the statement's.
+LENGTH_RANGE = (0.4, 2.5)
+
+
+def form_problem(statement: str, candidate: str, messages: list[dict], previous: str | None = None) -> str | None:
+    """Why ``candidate`` cannot be a restatement of ``statement`` whatever a verifier says, or
+    None. Checked before the verifier, because a small model copies its instructions or the
+    statement itself back and a small verifier then agrees (§III-B asks for a paraphrase that
+    preserves the content, not a copy or a transcript of the request):
+
+    * it repeats a line of the request that is neither a line of the statement nor of the
+      ``previous`` candidate being refined (the instructions, the ``<<<``/``>>>`` fences);
+    * it contains the whole statement, or is at least ``MAX_SIMILARITY`` similar to it;
+    * its length is outside ``LENGTH_RANGE`` times the statement's.
+    """
+    own = {line.strip() for text in (statement, previous or "") for line in text.splitlines() if line.strip()}
+    request = {line.strip() for m in messages for line in str(m.get("content", "")).splitlines()}
+    scaffold = {line for line in request - own if len(line) >= 3}
+    copied = [line.strip() for line in candidate.splitlines() if line.strip() in scaffold]
+    if copied:
+        return f"repeats the request instead of restating the issue: {copied[0][:80]!r}"
+    if normalise(statement).strip() in normalise(candidate):
+        return "contains the original statement verbatim"
+    similarity = difflib.SequenceMatcher(None, statement, candidate, autojunk=False).ratio()
+    if similarity >= MAX_SIMILARITY:
+        return f"too close to the original statement (similarity {similarity:.2f})"
+    low, high = LENGTH_RANGE
+    if not low * len(statement) <= len(candidate) <= high * len(statement):
+        return f"length {len(candidate)} is outside {low}-{high} times the statement's {len(statement)}"
+    return None
+
+
 def _attempt(statement: str, complete: Complete, prompts: L1Prompts, *, attempt: int, request_seed: int,
              previous: dict | None, max_tokens: int, verify_max_tokens: int) -> dict:
     """One generate-check-verify round; returns its history entry."""
@@ -292,6 +327,9 @@ def _attempt(statement: str, complete: Complete, prompts: L1Prompts, *, attempt:
         return entry | {"rejected": "empty"}
     if normalise(candidate).strip() == normalise(statement).strip():
         return entry | {"rejected": "unchanged"}
+    problem = form_problem(statement, candidate, messages, previous["candidate"] if refinable else None)
+    if problem:
+        return entry | {"rejected": "form", "reason": problem}
     entry["missing"] = missing_spans(statement, candidate)
     if entry["missing"]:
         return entry | {"rejected": "missing_spans"}
