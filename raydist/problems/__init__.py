@@ -12,6 +12,12 @@ Public API::
     pass_at_k(n, c, k) -> float
     mean_pass_at_k(results, k) -> float
     dypass_at_k(results, k, *, draw="completions") -> float
+
+Running programs needs Docker and lives in :mod:`raydist.problems.execute` (not imported here,
+so that the pure modules stay free of it)::
+
+    ProgramRunner(client, image, *, limits=ExecLimits(), workers=1)
+        .run(program) -> ProgramResult      .run_many(programs) -> list[ProgramResult]
 """
 
 from raydist.problems.metrics import dypass_at_k, mean_pass_at_k, pass_at_k

@@ -93,12 +93,14 @@ class Sandbox:
         labels: Mapping[str, str] | None = None,
         name: str | None = None,
         network: str = "none",
+        tmpfs: Mapping[str, str] | None = None,
     ) -> "Sandbox":
         """Start a detached ``sleep infinity`` container from ``image``.
 
         ``name`` is a hint: the container is named ``raydist-<hint>-<8 hex>``. ``labels`` are
-        added to ``raydist.owner=<host>:<pid>``. Raises ``docker.errors.ImageNotFound`` when the
-        image is absent.
+        added to ``raydist.owner=<host>:<pid>``. ``tmpfs`` maps container paths to tmpfs mount
+        options (``{"/tmp": "size=64m,mode=0755"}``); their pages count against ``limits.memory``.
+        Raises ``docker.errors.ImageNotFound`` when the image is absent.
         """
         limits = limits or Limits()
         all_labels = {OWNER_LABEL: owner_label(), **(labels or {})}
@@ -116,6 +118,7 @@ class Sandbox:
             # An init as PID 1 reaps orphans; without it killed process trees linger as
             # zombies that keep counting against the PID limit.
             init=True,
+            tmpfs=dict(tmpfs or {}),
         )
         return cls(client, container)
 
