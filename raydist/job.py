@@ -280,7 +280,10 @@ def _execute(job: Job, todo: list[RunUnit], store) -> list[dict]:
     from raydist.models.server import ModelServerError
 
     init_ray(job.ray)
-    signal.signal(signal.SIGTERM, _raise_interrupt)  # ray.init installs its own handler
+    # ray.init installs handlers of its own; Ctrl-C and SIGTERM must stop this launch, also
+    # while it waits on Ray for a preparation or a unit.
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGINT, _raise_interrupt)
     _check_capacity(job.ray)
     gate_todo = gate_todo(job, todo)
     everything = [*todo, *gate_todo]
