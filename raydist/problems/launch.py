@@ -83,7 +83,11 @@ def job_from_config(cfg: DictConfig, run_dir: str):
 @hydra.main(config_path="../../conf", config_name="problems", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     """Build the job and run it; user errors exit 2 with one clear line."""
+    import logging
+
     from raydist.problems.pipeline import run_problems
+
+    logging.getLogger("LiteLLM").setLevel(logging.WARNING)  # one INFO line per request otherwise
     from raydist.sandbox import BaseImageMissing, SandboxUnavailable
 
     try:

@@ -203,13 +203,21 @@ def _generate(job: ProblemsJob, problems: list, cache: str) -> None:
         else:
             llm = build_llm(endpoint, model=gen["model"], temperature=float(gen["temperature"]),
                             cache_dir=Path(cache) / "llm")
-            proposed = propose_scenarios(llm, list(gen["domains"]), int(gen["scenarios"]), int(gen["seed"]),
-                                         prompts=load_dyc_prompts(gen["prompts_dir"]))
+            from raydist.problems.llm import LLMCallFailed
+
+            try:
+                proposed = propose_scenarios(llm, list(gen["domains"]), int(gen["scenarios"]), int(gen["seed"]),
+                                             prompts=load_dyc_prompts(gen["prompts_dir"]))
+            except LLMCallFailed as exc:  # recorded in llm.calls; the pool keeps the seed domains
+                print(f"scenario proposer failed (proposed again next launch): {exc}"[:400], flush=True)
+                proposed = None
             # The pool grows from the seed domains (§3.2): they are its first scenarios.
-            pool = list(dict.fromkeys([*gen["domains"], *proposed]))
-            write_json(pool_path, pool)
+            pool = list(dict.fromkeys([*gen["domains"], *(proposed or [])]))
+            if proposed is not None:
+                write_json(pool_path, pool)
             _append_calls(job.run_dir, llm.calls)
-            print(f"scenario pool: {len(pool)} scenarios ({len(proposed)} proposed by {gen['model']})", flush=True)
+            print(f"scenario pool: {len(pool)} scenarios ({len(proposed or [])} proposed by {gen['model']})",
+                  flush=True)
         task = ray.remote(max_retries=0)(generate_one).options(num_cpus=job.ray.get("cpus_per_unit", 0.5))
         _fan_out([(task, (p, pool, g, endpoint, gen, cache)) for p, g in todo],
                  lambda out: (write_json(folder / f"{out['variant']['variant_id']}.json", out["variant"]),
