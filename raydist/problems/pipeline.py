@@ -189,7 +189,8 @@ def _generate(job: ProblemsJob, problems: list, cache: str) -> None:
 
     gen = job.generation
     folder = job.run_dir / "variants"
-    done = read_json_dir(folder)
+    # A variant whose LLM call failed stays recorded, and is generated again on resume.
+    done = {k: v for k, v in read_json_dir(folder).items() if not v.get("error")}
     seeds = range(int(gen["variants_per_seed"]))
     todo = [(p, g) for p in problems for g in seeds if _vid(p, g, gen["model"]) not in done]
     print(f"generation: {len(problems)} seed problems x {len(seeds)} generation seeds, {len(done)} variants "
@@ -237,7 +238,7 @@ def _evaluate(job: ProblemsJob, problems: list, cache: str, image: str, limits: 
     items += [Item(v["seed_id"], v["variant_id"], v["prompt"], v["entry_point"], tuple(v["tests"]), v["test_setup"])
               for v in variants]
     folder = job.run_dir / "completions"
-    done = read_json_dir(folder)
+    done = {k: v for k, v in read_json_dir(folder).items() if not v.get("error")}
     for model in ev["models"]:
         keys = {i.item_id: completion_key(model, i.item_id, int(ev["n"]), float(ev["temperature"]),
                                           int(ev["max_tokens"])) for i in items}
