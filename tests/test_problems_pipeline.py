@@ -7,6 +7,7 @@ in tests/test_problems_agents_llm.py and the launcher's default configuration.""
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import subprocess
@@ -26,13 +27,9 @@ pytestmark = [pytest.mark.docker, pytest.mark.ray]
 
 
 def rewrite_of(problem) -> str:
-    """A faithful variant: the seed prompt with its first description line replaced."""
-    lines = problem.prompt.splitlines()
-    doc = next(i for i, line in enumerate(lines) if '"""' in line)
-    first = doc + 1 if lines[doc].strip() in ('"""', "'''") else doc
-    indent = re.match(r"\s*", lines[first]).group()
-    lines[first] = f"{indent}A bakery's stock clerk needs this: {lines[first].strip().strip(chr(34))}"
-    return "\n".join(lines) + "\n"
+    """A faithful variant: the seed prompt with a scenario sentence opening its docstring."""
+    quote = '"""' if '"""' in problem.prompt else "'''"
+    return problem.prompt.replace(quote, quote + " In a bakery's stock room. ", 1)
 
 
 def answer(prompt: str) -> str:
@@ -109,7 +106,9 @@ def test_accepted_variants_are_checked_evaluated_and_scored(tmp_path, endpoint):
     assert "Canonical solution passes the accepted variants' tests: 4 of 4." in res.stdout
     assert re.search(r"\| dycodeeval \| 2 \| 4 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|", res.stdout)
     assert "| char_noise |" in res.stdout
-    assert len((run / "human_check.csv").read_text().strip().splitlines()) == 1 + 3
+    with open(run / "human_check.csv", newline="") as handle:
+        pairs = list(csv.DictReader(handle))
+    assert len(pairs) == 3 and all(p["semantic"] == "YES" and p["human_verdict"] == "" for p in pairs)
     calls = [json.loads(line) for line in (run / "llm_calls.jsonl").read_text().splitlines()]
     assert calls and all(c["ok"] for c in calls)
 
