@@ -172,6 +172,9 @@ def _load(cfg: DictConfig) -> list:
     from raydist.tasks import MalformedInstance, load_instances
 
     bench = cfg.benchmark
+    if bench.get("kind") == "problems":
+        raise JobError(f"benchmark={bench.name} is a set of seed problems, not repository tasks: run "
+                       f"`python -m raydist.problems.launch benchmark={bench.name}`")
     try:
         ids = [bench.ids] if isinstance(bench.ids, str) else (list(bench.ids) if bench.ids else None)
         if bench.limit is not None and not isinstance(bench.limit, int):

@@ -17,7 +17,9 @@ def serve_model(model: str, model_cfg: dict | None) -> Iterator:
     """Yield the ``ModelEndpoint`` of ``model`` (agents and view preparation use it).
 
     ``model_cfg`` is the ``local_models`` entry (command, model_path, grammar_server,
-    num_cpus, num_gpus, startup_timeout_s) or None for a hosted litellm model; in the
+    num_cpus, num_gpus, startup_timeout_s), an entry with only ``litellm_model`` and
+    ``api_base`` for an OpenAI-compatible server that already runs (its ``grammar_server``
+    defaults to ``none``), or None for a hosted litellm model; in the
     command, ``{python}`` is this interpreter and ``{host}``, ``{port}``, ``{model_path}``
     are filled in by the server actor. Raises
     ``ModelServerError`` with the server's log tail when a local server does not start."""
@@ -25,6 +27,11 @@ def serve_model(model: str, model_cfg: dict | None) -> Iterator:
 
     if model_cfg is None:
         yield ModelEndpoint(litellm_model=model)
+        return
+    if model_cfg.get("api_base") and not model_cfg.get("command"):
+        # An OpenAI-compatible server someone else runs: reached as is, nothing to start.
+        yield ModelEndpoint(litellm_model=model_cfg["litellm_model"], api_base=model_cfg["api_base"], local=True,
+                            grammar_server=model_cfg.get("grammar_server", "none"))
         return
     import ray
 

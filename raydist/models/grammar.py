@@ -17,7 +17,7 @@ from __future__ import annotations
 FENCE = "mswea_bash_command"
 ACTION_REGEX = r"```" + FENCE + r"\s*\n(.*?)\n```"
 
-GRAMMAR_FIELDS = {"llama_cpp": "grammar", "vllm": "guided_grammar"}
+GRAMMAR_FIELDS = {"llama_cpp": "grammar", "vllm": "guided_grammar", "none": None}
 """Request-body field carrying a GBNF grammar, by server kind."""
 
 
@@ -63,7 +63,8 @@ def grammar_extra_body(server: str, grammar: str | None) -> dict:
     """The request-body fields that constrain generation on `server`.
 
     Args:
-        server: "llama_cpp" (field `grammar`) or "vllm" (field `guided_grammar`).
+        server: "llama_cpp" (field `grammar`), "vllm" (field `guided_grammar`) or "none"
+            (a server that takes no grammar: nothing is sent).
         grammar: GBNF text, or None to send no constraint.
 
     Returns:
@@ -74,4 +75,5 @@ def grammar_extra_body(server: str, grammar: str | None) -> dict:
     """
     if server not in GRAMMAR_FIELDS:
         raise ValueError(f"unknown grammar server {server!r}; use one of {sorted(GRAMMAR_FIELDS)}")
-    return {} if grammar is None else {GRAMMAR_FIELDS[server]: grammar}
+    field = GRAMMAR_FIELDS[server]
+    return {} if grammar is None or field is None else {field: grammar}

@@ -1,0 +1,65 @@
+"""Evaluation of a model under test on problems (DyCodeEval §4.1, §5): sample n completions
+of a prompt, turn each into a program with the problem's tests, score it in the sandbox.
+
+Plain Python: the LLM arrives as a ``complete`` callable (``raydist.models.completion``) and
+programs run through a ``raydist.problems.execute.ProgramRunner``; the pipeline puts both on
+Ray.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+#: How a model under test is asked: the prompt as HumanEval/MBPP give it (a signature and a
+#: description), the answer as one fenced block holding the whole function.
+SYSTEM = "You are an expert Python programmer. Answer with code only."
+INSTRUCTION = ("Complete the following Python function. Answer with the complete function (its `def` "
+               "line included) in one ```python code block.\n\n{prompt}")
+_FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Item:
+    """One prompt to evaluate: a seed problem (``variant_id`` None) or an accepted variant,
+    with the seed's tests (variants keep the seed's signature, tests and solution)."""
+
+    seed_id: str
+    variant_id: str | None
+    prompt: str
+    entry_point: str
+    tests: tuple[str, ...]
+    test_setup: str
+
+    @property
+    def item_id(self) -> str:
+        """``seed_id`` for a seed, ``seed_id::variant_id`` for a variant."""
+        return self.seed_id if self.variant_id is None else f"{self.seed_id}::{self.variant_id}"
+
+
+def messages_for(prompt: str) -> list[dict]:
+    """The chat request that asks a model under test for a solution of ``prompt``."""
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": INSTRUCTION.format(prompt=prompt)}]
+
+
+def extract_solution(answer: str, prompt: str, entry_point: str) -> str:
+    """The program text of a model's ``answer``: the first fenced code block (or the whole
+    answer when there is none); when it does not define ``entry_point`` itself, it is taken
+    as the function's body and appended to ``prompt`` (HumanEval's completion convention)."""
+    match = _FENCE.search(answer)
+    code = match.group(1) if match else answer
+    if re.search(rf"^\s*def\s+{re.escape(entry_point)}\s*\(", code, re.MULTILINE):
+        return code
+    return prompt + code
+
+
+def program_for(item: Item, solution: str) -> str:
+    """``solution`` followed by the item's test set-up and asserts, as one script."""
+    return "\n".join([solution, "", item.test_setup, "", *item.tests, ""])
+
+
+def sample(complete, item: Item, *, n: int, max_tokens: int, seed: int) -> list[str]:
+    """``n`` answers of a model for ``item``: request seeds ``seed * 1000 + i`` so samples
+    differ at temperature > 0 and repeat exactly on a second run (and in the request cache).
+    Raises what ``complete`` raises (the pipeline records it as a failed item)."""
+    return [complete(messages_for(item.prompt), seed=seed * 1000 + i, max_tokens=max_tokens) for i in range(n)]

@@ -1,0 +1,76 @@
+"""DyCodeEval's agents with the embedded Gemma 3 270M behind llama.cpp: whatever the model
+writes, the outcome is a well-formed record that says why it was or was not accepted."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from raydist.models import ModelEndpoint, litellm_complete
+from raydist.problems import (
+    RecordedLLM,
+    Variant,
+    generate_variant,
+    load_dyc_prompts,
+    load_seeds,
+    propose_scenarios,
+)
+from raydist.problems.agents import normalise_scenario
+
+pytestmark = [pytest.mark.llm, pytest.mark.ray]
+ROOT = Path(__file__).resolve().parents[1]
+MODEL = "openai/gemma3-270m"
+POOL = ["inventory management for a bakery", "patient appointment scheduling", "fleet fuel tracking"]
+
+
+@pytest.fixture
+def llm(llama, tmp_path):
+    _, api_base = llama
+    endpoint = ModelEndpoint(litellm_model=MODEL, api_base=api_base, local=True, grammar_server="llama_cpp")
+    # One long attempt: a CPU server shared with other work can take minutes per answer.
+    return RecordedLLM(litellm_complete(endpoint, timeout=300, retries=1), model=MODEL, cache_dir=tmp_path)
+
+
+def _report(llm: RecordedLLM, started: float) -> None:
+    print(f"\n{time.monotonic() - started:.1f} s, usage {llm.complete.usage}")
+    for call in llm.calls:
+        print(f"  {call['role']}: ok={call['ok']} cached={call['cached']} tokens={call['input_tokens']}/"
+              f"{call['output_tokens']} {call['seconds']:.1f} s error={call['error']}")
+        cached = llm.cache_dir / f"{call['request_hash']}.json"
+        if cached.is_file():
+            print(f"  raw answer: {json.loads(cached.read_text())['answer']!r}")
+
+
+def test_gemma_scenario_round_gives_distinct_short_names(llm):
+    started = time.monotonic()
+    pool = propose_scenarios(llm, ["retail", "health care"], target=3, seed=0, prompts=load_dyc_prompts(),
+                             per_round=3, max_rounds=1)
+    _report(llm, started)
+    print(f"  pool: {pool}")
+    assert len(pool) <= 3
+    assert len({normalise_scenario(name) for name in pool}) == len(pool)
+    assert [(call["role"], call["ok"]) for call in llm.calls] == [("scenario", True)]
+
+
+def test_gemma_variant_of_humaneval_0_is_accepted_or_says_why(llm):
+    problem = load_seeds("humaneval", ids=["HumanEval/0"])[0]
+    started = time.monotonic()
+    variant = generate_variant(llm, problem, POOL, 0, load_dyc_prompts())
+    _report(llm, started)
+    print(f"  scenario: {variant.scenario}\n  contexts: {variant.contexts}\n  verdicts: "
+          f"{variant.semantic_verdict}/{variant.consistency_verdict}\n  accepted: {variant.accepted}\n"
+          f"  rejection: {variant.rejection}\n  error: {variant.error}\n  prompt:\n{variant.prompt}")
+    assert isinstance(variant, Variant)
+    assert variant.scenario in POOL and variant.generator_model == MODEL
+    if variant.accepted:
+        assert (variant.semantic_verdict, variant.consistency_verdict) == ("YES", "YES")
+        assert problem.signature in variant.prompt
+        assert variant.rejection is None and variant.error is None
+    else:
+        assert variant.rejection or variant.error
+    assert llm.calls and all(isinstance(call["ok"], bool) for call in llm.calls)
+    assert [call["ok"] for call in llm.calls].count(False) == (1 if variant.error else 0)
+    assert {call["problem_id"] for call in llm.calls} == {"HumanEval/0"}

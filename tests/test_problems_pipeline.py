@@ -1,0 +1,126 @@
+"""The DyCodeEval pipeline end to end, as a user runs it: `python -m raydist.problems.launch`
+with real Hydra, Ray, litellm and Docker sandboxes, against a scripted OpenAI-compatible
+endpoint on loopback. The script stands in for the generator and the model under test
+because this test is about the pipeline (generation -> validation -> canonical check ->
+evaluation -> metrics), whose numbers it can then assert exactly; the real model's runs are
+in tests/test_problems_agents_llm.py and the launcher's default configuration."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from raydist.problems import load_seeds
+
+ROOT = Path(__file__).resolve().parents[1]
+SEEDS = load_seeds("humaneval", ids=["HumanEval/0", "HumanEval/2"])
+pytestmark = [pytest.mark.docker, pytest.mark.ray]
+
+
+def rewrite_of(problem) -> str:
+    """A faithful variant: the seed prompt with a scenario sentence opening its docstring."""
+    quote = '"""' if '"""' in problem.prompt else "'''"
+    return problem.prompt.replace(quote, quote + " In a bakery's stock room. ", 1)
+
+
+def answer(prompt: str) -> str:
+    """What the scripted endpoint says to a request whose last user message is ``prompt``."""
+    if prompt.startswith("Suggest "):
+        return "stock control for a bakery\nroute planning for delivery vans\nclassroom seat booking\n"
+    if "Its input variables and their types" in prompt:
+        names = re.findall(r"^- (\w+): ", prompt, re.MULTILINE)
+        return "\n".join(f"{name}: the bakery's {name}" for name in names)
+    if prompt.startswith("Rewrite the programming problem below"):
+        seed = next(p for p in SEEDS if p.signature in prompt)
+        return f"```python\n{rewrite_of(seed)}```"
+    if "semantically equivalent" in prompt or "consistent with the solution" in prompt:
+        return "VERDICT: YES\nREASON: same task and examples."
+    if prompt.startswith("Complete the following Python function"):
+        seed = next(p for p in SEEDS if p.signature in prompt)
+        if "bakery" in prompt:  # a variant: answer wrongly, so DyPass differs from pass@k
+            return f"```python\n{seed.signature}\n    return None\n```"
+        return f"```python\n{seed.canonical_solution}\n```"
+    return "I do not know."
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def do_POST(self):  # noqa: N802 - http.server's name
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        text = answer(body["messages"][-1]["content"])
+        reply = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                 "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+                 "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+        data = json.dumps(reply).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def endpoint():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+
+
+def launch(out: Path, api_base: str, *extra: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "raydist.problems.launch", f"output_root={out}", f"cache_dir={out / 'cache'}",
+           "benchmark.ids=[HumanEval/0,HumanEval/2]", "generation.variants_per_seed=2", "generation.scenarios=3",
+           "evaluation.n=2", "+local_models.scripted.litellm_model=openai/scripted",
+           f"+local_models.scripted.api_base={api_base}", "generation.model=scripted",
+           "evaluation.models=[scripted]", "analysis.human_check=3", *extra]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
+
+
+def test_accepted_variants_are_checked_evaluated_and_scored(tmp_path, endpoint):
+    res = launch(tmp_path, endpoint)
+    assert res.returncode == 0, res.stderr[-3000:]
+    run = tmp_path / "problems" / "humaneval" / "scripted"
+    variants = pq.read_table(run / "variants.parquet").to_pylist()
+    assert len(variants) == 4 and all(v["accepted"] and v["canonical_passed"] for v in variants)
+    assert {v["semantic_verdict"] for v in variants} == {v["consistency_verdict"] for v in variants} == {"YES"}
+    assert all(v["contexts"] and v["scenario"] for v in variants)
+    rows = pq.read_table(run / "completions.parquet").to_pylist()
+    # 2 seeds + 4 variants, 2 samples each; the script solves the seeds and fails the variants.
+    assert len(rows) == 12
+    assert {r["passed"] for r in rows if r["variant_id"] is None} == {True}
+    assert {(r["passed"], r["status"]) for r in rows if r["variant_id"] is not None} == {(False, "failed")}
+    assert "| scripted | 2 | 1.000 | 2 | 0.000 |" in res.stdout
+    assert "| semantic equivalence with the seed | 4 | 1.000 |" in res.stdout
+    assert "Canonical solution passes the accepted variants' tests: 4 of 4." in res.stdout
+    assert re.search(r"\| dycodeeval \| 2 \| 4 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|", res.stdout)
+    assert "| char_noise |" in res.stdout
+    with open(run / "human_check.csv", newline="") as handle:
+        pairs = list(csv.DictReader(handle))
+    assert len(pairs) == 3 and all(p["semantic"] == "YES" and p["human_verdict"] == "" for p in pairs)
+    calls = [json.loads(line) for line in (run / "llm_calls.jsonl").read_text().splitlines()]
+    assert calls and all(c["ok"] for c in calls)
+
+    again = launch(tmp_path, endpoint)  # resume: nothing left to do, same numbers
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "0 to generate" in again.stdout and "0 to run" in again.stdout
+    assert "| scripted | 2 | 1.000 | 2 | 0.000 |" in again.stdout
+
+
+def test_a_dead_generator_is_recorded_not_dropped(tmp_path):
+    res = launch(tmp_path, "http://127.0.0.1:9/v1", "evaluation.models=[]")
+    run = tmp_path / "problems" / "humaneval" / "scripted"
+    assert res.returncode == 0, res.stderr[-3000:]
+    calls = [json.loads(line) for line in (run / "llm_calls.jsonl").read_text().splitlines()]
+    assert calls and not any(c["ok"] for c in calls)
