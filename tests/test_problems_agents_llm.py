@@ -74,3 +74,23 @@ def test_gemma_variant_of_humaneval_0_is_accepted_or_says_why(llm):
     assert llm.calls and all(isinstance(call["ok"], bool) for call in llm.calls)
     assert [call["ok"] for call in llm.calls].count(False) == (1 if variant.error else 0)
     assert {call["problem_id"] for call in llm.calls} == {"HumanEval/0"}
+
+
+
+def test_gemma_generation_seeds_give_different_contexts(llm):
+    """The generation seed reaches the model's sampling: with the scenario held fixed, three
+    seeds of one problem give at least two different answers from the Context Generator."""
+    from raydist.problems.agents import Rejected, generate_contexts
+    from raydist.problems.types import infer_parameter_types
+
+    problem = load_seeds("humaneval", ids=["HumanEval/0"])[0]
+    started = time.monotonic()
+    for seed in range(3):
+        try:
+            generate_contexts(llm, problem, POOL[0], infer_parameter_types(problem), seed, prompts=load_dyc_prompts())
+        except Rejected:
+            pass  # a rejected answer is still an answer: compared below
+    _report(llm, started)
+    cached = [json.loads((llm.cache_dir / f"{call['request_hash']}.json").read_text()) for call in llm.calls]
+    assert [c["request"]["seed"] for c in cached] == [0, 1, 2]
+    assert len({c["answer"] for c in cached}) >= 2, [c["answer"] for c in cached]

@@ -3,8 +3,13 @@
 From the per-item records of the run directory: ``variants.parquet`` (``VARIANTS_SCHEMA``),
 ``completions.parquet`` (one row per sample), ``human_check.csv`` (pairs for human
 verification), and ``summary.md`` with the acceptance rate of each validator check, the
-canonical check, pass@k on the seeds, DyPass@k over the accepted variants, and the diversity
-table (DyCodeEval's variants beside rule-based baselines).
+canonical check, pass@k on the seeds, DyPass@k over the accepted variants, the diversity
+table (DyCodeEval's variants beside rule-based baselines), the collision analysis of §3.3 and
+the stability of §4.5.
+
+Runs and datasets: generation seed g of every seed problem is run g of that seed (§3.3), and
+the variants of generation seed g form generated dataset g (§4.5), so M = R =
+``generation.variants_per_seed``.
 """
 
 from __future__ import annotations
@@ -49,6 +54,10 @@ def report(job, problems: list) -> dict:
 
         export_for_human_check(accepted, n_check, 0, run_dir / "human_check.csv")
     text += diversity_markdown(job, problems, accepted)
+    numbers["collision"] = collision_numbers(variants, _pool_size(run_dir, variants))
+    text += collision_markdown(numbers["collision"])
+    numbers["stability"] = stability_numbers(variants, rows)
+    text += stability_markdown(numbers["stability"])
     (run_dir / "summary.md").write_text(text)
     print(text, flush=True)
     return numbers
@@ -174,6 +183,139 @@ def diversity_markdown(job, problems: list, accepted: list) -> str:
                      f"{_fmt(r['external_semantic'])} | {_fmt(r['internal_bleu4'])} | {_fmt(r['internal_semantic'])} |")
     if not any(r["method"] == "dycodeeval" for r in table):
         lines.append("| dycodeeval | 0 | 0 | n/a | n/a | n/a | n/a |")
+    return "\n".join(lines) + "\n"
+
+
+def _pool_size(run_dir, variants: list[dict]) -> int:
+    """|S|: the scenario pool the generator drew from (``scenarios.json``), else the distinct
+    scenarios seen."""
+    path = run_dir / "scenarios.json"
+    if path.is_file():
+        return len(json.loads(path.read_text()))
+    return len({v["scenario"] for v in variants})
+
+
+def _runs_by_seed(variants: list[dict], field: str) -> dict[str, list[str]]:
+    """seed id -> ``field`` of its variants in generation-seed order, for seeds where every
+    run produced that field."""
+    by_seed: dict[str, list[dict]] = {}
+    for v in variants:
+        by_seed.setdefault(v["seed_id"], []).append(v)
+    out = {}
+    for seed_id, runs in sorted(by_seed.items()):
+        runs.sort(key=lambda v: v["generation_seed"])
+        if all(v.get(field) for v in runs):
+            out[seed_id] = [v[field] for v in runs]
+    return out
+
+
+def collision_numbers(variants: list[dict], pool_size: int) -> dict:
+    """Observed repeat and collision rates over the M runs of each seed problem beside the
+    exact probabilities and bounds of Theorems 3.1-3.3 (``raydist.analysis.collision``).
+
+    Two outcomes are compared: the scenario drawn (uniform over the pool, so N = |S| and the
+    theorems apply as stated) and the generated prompt (normalised text, rejected rewrites
+    included: a generation is a generation). The prompt space is at least as large as the
+    scenario space (contexts multiply it, §3.3), so the theorems with N = |S| bound the prompt
+    rates from above. Seeds count only when all their M runs produced the outcome; with
+    M < 2 there is nothing to compare and ``runs`` says so.
+
+    Returns ``{"runs": M, "pool": |S|, "rows": [{"outcome", "seeds", "repeat_rate",
+    "repeat_exact", "repeat_bound", "collision_rate", "collision_exact", "collision_bound",
+    "dataset_collision_rate", "dataset_collision_exact"}]}`` (rates and probabilities in [0, 1];
+    None where undefined).
+    """
+    from raydist.analysis import collision as col
+
+    from collections import Counter
+
+    runs = max(Counter(v["seed_id"] for v in variants).values(), default=0)
+    out: dict = {"runs": runs, "pool": pool_size, "rows": []}
+    if runs < 2 or pool_size < 1:
+        return out
+    for outcome, field in (("scenario drawn", "scenario"), ("generated prompt", "prompt")):
+        per_seed = {k: g for k, g in _runs_by_seed(variants, field).items() if len(g) == runs}
+        row = {"outcome": outcome, "seeds": len(per_seed),
+               "repeat_exact": col.repeat_probability(pool_size, 1, runs),
+               "repeat_bound": col.repeat_bound(pool_size, 1, runs),
+               "collision_exact": col.collision_probability(pool_size, 1, runs),
+               "collision_bound": col.collision_bound(pool_size, 1, runs),
+               "repeat_rate": None, "collision_rate": None, "dataset_collision_rate": None,
+               "dataset_collision_exact": None}
+        if per_seed:
+            row["repeat_rate"] = col.repeat_rate(per_seed)
+            row["collision_rate"] = col.seed_collision_rate(per_seed)
+            datasets = [{k: g[i] for k, g in per_seed.items()} for i in range(runs)]
+            row["dataset_collision_rate"] = col.collision_rate(datasets)
+            row["dataset_collision_exact"] = col.dataset_collision_probability(pool_size, 1, len(per_seed), 2)
+        out["rows"].append(row)
+    return out
+
+
+def collision_markdown(numbers: dict) -> str:
+    """The §3.3 table of :func:`collision_numbers` as Markdown."""
+    lines = ["", "## Collisions over M runs (§3.3, Theorems 3.1-3.3)", ""]
+    if not numbers["rows"]:
+        return "\n".join(lines + [f"Needs at least 2 runs per seed problem (generation.variants_per_seed >= 2); "
+                                  f"this launch has {numbers['runs']}."]) + "\n"
+    lines += [f"M = {numbers['runs']} runs per seed problem, scenario pool |S| = {numbers['pool']}; theory with "
+              "N = |S| (for prompts an upper bound: contexts only enlarge the space).", "",
+              "| outcome | seeds | repeat rate (3.1) | exact | bound | collision rate (3.2) | exact | bound | "
+              "dataset pair collision rate (3.3) | exact |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in numbers["rows"]:
+        lines.append(f"| {r['outcome']} | {r['seeds']} | {_fmt(r['repeat_rate'])} | {_fmt(r['repeat_exact'])} | "
+                     f"{_fmt(r['repeat_bound'])} | {_fmt(r['collision_rate'])} | {_fmt(r['collision_exact'])} | "
+                     f"{_fmt(r['collision_bound'])} | {_fmt(r['dataset_collision_rate'])} | "
+                     f"{_fmt(r['dataset_collision_exact'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def stability_numbers(variants: list[dict], rows: list[dict], confidence: float = 0.95) -> dict:
+    """Pass@1 of each model on each generated dataset (the accepted, canonical-checked variants
+    of one generation seed), and their mean ± sample std over the R datasets (§4.5,
+    ``raydist.analysis.stability``). A dataset with no accepted variant has no Pass@1 and is
+    not counted in R.
+
+    Returns ``{model: {"datasets": {generation_seed: {"variants": int, "pass@1": float}},
+    "R": int, "mean", "std", "ci_low", "ci_high": float | None}}``; the last four are None
+    with R < 2.
+    """
+    from raydist.analysis.stability import stability
+    from raydist.problems.metrics import mean_pass_at_k
+
+    dataset_of = {v["variant_id"]: int(v["generation_seed"]) for v in variants
+                  if v["accepted"] and v.get("canonical_passed")}
+    out: dict = {}
+    for model in sorted({r["model"] for r in rows}):
+        counts: dict[int, dict[str, tuple[int, int]]] = {}
+        for r in rows:
+            if r["model"] != model or r["variant_id"] not in dataset_of:
+                continue
+            per = counts.setdefault(dataset_of[r["variant_id"]], {})
+            n, c = per.get(r["variant_id"], (0, 0))
+            per[r["variant_id"]] = (n + 1, c + int(r["passed"]))
+        datasets = {g: {"variants": len(per), "pass@1": mean_pass_at_k(per, 1)} for g, per in sorted(counts.items())}
+        entry = {"datasets": datasets, "R": len(datasets), "mean": None, "std": None, "ci_low": None,
+                 "ci_high": None}
+        if len(datasets) >= 2:
+            s = stability([d["pass@1"] for d in datasets.values()], confidence)
+            entry.update(mean=s.mean, std=s.std, ci_low=s.ci_low, ci_high=s.ci_high)
+        out[model] = entry
+    return out
+
+
+def stability_markdown(numbers: dict) -> str:
+    """The §4.5 table of :func:`stability_numbers` as Markdown."""
+    lines = ["", "## Stability over R generated datasets (§4.5)", "",
+             "| model | R | Pass@1 per dataset (variants) | mean ± std | 95% CI |", "|---|---:|---|---|---|"]
+    for model, m in numbers.items():
+        per = ", ".join(f"{d['pass@1']:.3f} ({d['variants']})" for d in m["datasets"].values()) or "none"
+        spread = "n/a (needs R >= 2)" if m["mean"] is None else f"{m['mean']:.3f} ± {m['std']:.3f}"
+        ci = "n/a" if m["mean"] is None else f"{m['ci_low']:.3f}-{m['ci_high']:.3f}"
+        lines.append(f"| {model} | {m['R']} | {per} | {spread} | {ci} |")
+    if not numbers:
+        lines.append("| (no model evaluated) | 0 | none | n/a | n/a |")
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,95 @@
+"""The §3.3 collision and §4.5 stability sections of a DyCodeEval launch's summary, computed
+from variant and completion records (pure: no Docker, no Ray, no model). Expected values are
+worked out by hand in the comments."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from raydist.problems.report import collision_markdown, collision_numbers, stability_markdown, stability_numbers
+
+
+def variant(seed_id, g, scenario, prompt, accepted=False, canonical=None):
+    return {"variant_id": f"{seed_id}{g}", "seed_id": seed_id, "generation_seed": g, "scenario": scenario,
+            "prompt": prompt, "accepted": accepted, "canonical_passed": canonical}
+
+
+# Three seeds, M = 3 runs each, a pool of |S| = 4 scenarios.
+#   A: scenarios x y x, prompts p1 p2 p1 -> first recurs, a collision
+#   B: scenarios y z w, prompts q1 q2 q3 -> neither
+#   C: scenarios z z z, prompts r1 (failed call) r3 -> scenario: both; prompt: C not counted
+VARIANTS = [
+    variant("A", 0, "x", "p1", True, True), variant("A", 1, "y", "p2", True, True),
+    variant("A", 2, "x", "p1"),
+    variant("B", 0, "y", "q1", True, True), variant("B", 1, "z", "q2", True, False),
+    variant("B", 2, "w", "q3", True, True),
+    variant("C", 0, "z", "r1"), variant("C", 1, "z", None), variant("C", 2, "z", "r3"),
+]
+
+
+def test_collision_rates_and_theorem_values_by_hand():
+    numbers = collision_numbers(VARIANTS, pool_size=4)
+    assert numbers["runs"] == 3 and numbers["pool"] == 4
+    scenario, prompt = numbers["rows"]
+    # N = 4, M = 3: Theorem 3.1 exact 1 - (3/4)^2 = 7/16; bound 1 - exp(-2/3).
+    # Theorem 3.2 exact 1 - (1)(3/4)(2/4) = 10/16; bound M(M-1)/(2N) = 6/8.
+    for row in (scenario, prompt):
+        assert row["repeat_exact"] == pytest.approx(7 / 16)
+        assert row["repeat_bound"] == pytest.approx(1 - math.exp(-2 / 3))
+        assert row["collision_exact"] == pytest.approx(10 / 16)
+        assert row["collision_bound"] == pytest.approx(0.75)
+    # Scenarios: A and C repeat and collide, B does not -> 2/3; datasets x,y,z / y,z,z / x,w,z
+    # are pairwise different -> 0; a pair of 3-seed datasets collides with probability 4^-3.
+    assert scenario == scenario | {"outcome": "scenario drawn", "seeds": 3, "repeat_rate": pytest.approx(2 / 3),
+                                   "collision_rate": pytest.approx(2 / 3), "dataset_collision_rate": 0.0,
+                                   "dataset_collision_exact": pytest.approx(1 / 64)}
+    # Prompts: C has a run without a prompt, so only A (repeat, collision) and B (neither).
+    assert prompt == prompt | {"outcome": "generated prompt", "seeds": 2, "repeat_rate": 0.5,
+                               "collision_rate": 0.5, "dataset_collision_rate": 0.0,
+                               "dataset_collision_exact": pytest.approx(1 / 16)}
+    text = collision_markdown(numbers)
+    assert "M = 3 runs per seed problem, scenario pool |S| = 4" in text
+    assert "| generated prompt | 2 | 0.500 | 0.438 | 0.487 | 0.500 | 0.625 | 0.750 | 0.000 | 0.062 |" in text
+
+
+def test_identical_datasets_collide():
+    same = [variant(s, g, "x", f"prompt of {s}") for s in "AB" for g in range(3)]
+    prompt = collision_numbers(same, pool_size=2)["rows"][1]
+    # every run repeats the first; all 3 pairs of datasets are identical
+    assert (prompt["repeat_rate"], prompt["collision_rate"], prompt["dataset_collision_rate"]) == (1.0, 1.0, 1.0)
+
+
+def test_one_run_per_seed_has_no_collision_table():
+    numbers = collision_numbers([variant("A", 0, "x", "p")], pool_size=4)
+    assert numbers == {"runs": 1, "pool": 4, "rows": []}
+    assert "generation.variants_per_seed >= 2); this launch has 1." in collision_markdown(numbers)
+
+
+def rows_for(model, variant_id, passed):
+    return [{"model": model, "variant_id": variant_id, "passed": p} for p in passed]
+
+
+def test_stability_over_datasets_by_hand():
+    # Dataset g = the accepted, canonical-checked variants of generation seed g:
+    #   0: A0 (1 of 2) and B0 (2 of 2) -> pass@1 (0.5 + 1.0) / 2 = 0.75
+    #   1: A1 (0 of 2); B1 failed the canonical check and A2 was not accepted -> 0.0
+    #   2: B2 (1 of 2) -> 0.5
+    rows = (rows_for("m", "A0", [True, False]) + rows_for("m", "B0", [True, True]) + rows_for("m", "A1", [False, False])
+            + rows_for("m", "B2", [False, True]) + rows_for("m", "B1", [True, True]) + rows_for("m", None, [True])
+            + rows_for("only0", "A0", [True]))
+    numbers = stability_numbers(VARIANTS, rows)
+    m = numbers["m"]
+    assert m["datasets"] == {0: {"variants": 2, "pass@1": 0.75}, 1: {"variants": 1, "pass@1": 0.0},
+                             2: {"variants": 1, "pass@1": 0.5}}
+    # mean 1.25 / 3; squared deviations sum to 0.2916..., std = sqrt(0.2916... / 2);
+    # t(0.975, 2 df) = 4.302653 -> half width 4.302653 * std / sqrt(3)
+    std = math.sqrt(((0.75 - 1.25 / 3) ** 2 + (1.25 / 3) ** 2 + (0.5 - 1.25 / 3) ** 2) / 2)
+    assert (m["R"], m["mean"], m["std"]) == (3, pytest.approx(1.25 / 3), pytest.approx(std))
+    assert m["ci_high"] - m["mean"] == pytest.approx(4.302653 * std / math.sqrt(3), rel=1e-6)
+    assert numbers["only0"] == {"datasets": {0: {"variants": 1, "pass@1": 1.0}}, "R": 1, "mean": None,
+                              "std": None, "ci_low": None, "ci_high": None}
+    text = stability_markdown(numbers)
+    assert "| m | 3 | 0.750 (2), 0.000 (1), 0.500 (1) | 0.417 ± 0.382 | " in text
+    assert "| only0 | 1 | 1.000 (1) | n/a (needs R >= 2) | n/a |" in text
