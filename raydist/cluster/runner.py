@@ -65,28 +65,50 @@ def _remote_prepare():
     return prepare
 
 
+def run_bounded(remote, items: Sequence, args_of: Callable[[object], tuple], limit: int,
+                on_result: Callable[[object, object, str | None], None],
+                on_running: Callable[[int], None] | None = None) -> None:
+    """Run ``remote.remote(*args_of(item))`` for every item of ``items`` on Ray, in order, with
+    at most ``limit`` (>= 1 used) in flight: the one bounded-concurrency loop of every stage
+    (agent runs, view preparation, DyCodeEval generation and evaluation).
+
+    ``on_result(item, result, error)`` is called in the driver as each task finishes, in
+    finishing order: ``error`` is None on success, else ``"Type: message"`` of what the task
+    raised (the Ray wrapper unwrapped; at most 4000 characters) and ``result`` None. A
+    failure never stops the loop: the other items go on. ``on_running(n)`` gets the number in
+    flight after each round of submissions.
+    """
+    import ray
+
+    pending = list(items)
+    pending.reverse()
+    in_flight: dict = {}
+    while pending or in_flight:
+        while pending and len(in_flight) < max(1, int(limit)):
+            item = pending.pop()
+            in_flight[remote.remote(*args_of(item))] = item
+        if on_running:
+            on_running(len(in_flight))
+        ready, _ = ray.wait(list(in_flight), num_returns=1)
+        for ref in ready:
+            item = in_flight.pop(ref)
+            try:
+                result = ray.get(ref)
+            except Exception as exc:  # noqa: BLE001 - reported per item, the rest go on
+                cause = getattr(exc, "cause", None) or exc
+                on_result(item, None, f"{type(cause).__name__}: {cause}"[:4000])
+                continue
+            on_result(item, result, None)
+
+
 def run_preparations(tasks: Sequence, instances: dict, options, endpoint, settings: UnitSettings,
                      ray_options: RayOptions, on_record: Callable[[object, dict | None, str | None], None]) -> None:
     """Run view preparations (``raydist.cluster.prepare``) with at most
     ``ray_options.max_concurrency`` in flight; ``on_record(task, record, error)`` gets each
     result at once (``error`` is the failure's message, ``record`` then None)."""
-    import ray
-
     remote = _remote_prepare().options(num_cpus=ray_options.cpus_per_unit)
-    pending = list(tasks)
-    in_flight: dict = {}
-    while pending or in_flight:
-        while pending and len(in_flight) < max(1, ray_options.max_concurrency):
-            task = pending.pop(0)
-            in_flight[remote.remote(task, instances[task.instance_id], options, endpoint, settings)] = task
-        ready, _ = ray.wait(list(in_flight), num_returns=1)
-        for ref in ready:
-            task = in_flight.pop(ref)
-            try:
-                on_record(task, ray.get(ref), None)
-            except Exception as exc:  # noqa: BLE001 - reported per task, the rest go on
-                cause = getattr(exc, "cause", None) or exc
-                on_record(task, None, f"{type(cause).__name__}: {cause}"[:4000])
+    run_bounded(remote, tasks, lambda task: (task, instances[task.instance_id], options, endpoint, settings),
+                ray_options.max_concurrency, on_record)
 
 
 def _remote_image():
@@ -136,28 +158,17 @@ def run_units(
     each finished row at once; ``prepared`` maps a unit's key to its ``raydist.views.Prepared``
     (L1/L4 inputs). A task that dies (worker killed, node lost) becomes an
     infrastructure-error row, so the unit runs again on the next launch."""
-    import ray
-
     remote = _remote_unit().options(num_cpus=options.cpus_per_unit)
-    pending = list(units)
-    in_flight: dict = {}
-    while pending or in_flight:
-        while pending and len(in_flight) < max(1, options.max_concurrency):
-            unit = pending.pop(0)
-            in_flight[remote.remote(unit, instances[unit.instance_id], settings, endpoint,
-                                    (prepared or {}).get(unit.key))] = unit
+
+    def finished(unit: RunUnit, row: dict | None, error: str | None) -> None:
+        row = row if error is None else error_row(unit, f"run unit task failed: {error}")
+        on_row(row)
         if progress:
-            progress.running(len(in_flight))
-        ready, _ = ray.wait(list(in_flight), num_returns=1)
-        for ref in ready:
-            unit = in_flight.pop(ref)
-            try:
-                row = ray.get(ref)
-            except Exception as exc:  # noqa: BLE001
-                row = error_row(unit, f"run unit task failed: {type(exc).__name__}: {exc}")
-            on_row(row)
-            if progress:
-                progress.finished(row)
+            progress.finished(row)
+
+    run_bounded(remote, units,
+                lambda unit: (unit, instances[unit.instance_id], settings, endpoint, (prepared or {}).get(unit.key)),
+                options.max_concurrency, finished, progress.running if progress else None)
 
 
 def error_row(unit: RunUnit, message: str) -> dict:

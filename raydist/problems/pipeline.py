@@ -220,7 +220,7 @@ def _generate(job: ProblemsJob, problems: list, cache: str) -> None:
             print(f"scenario pool: {len(pool)} scenarios ({len(proposed or [])} proposed by {gen['model']})",
                   flush=True)
         task = ray.remote(max_retries=0)(generate_one).options(num_cpus=job.ray.get("cpus_per_unit", 0.5))
-        _fan_out([(task, (p, pool, g, endpoint, gen, cache)) for p, g in todo],
+        _fan_out(task, todo, lambda pg: (pg[0], pool, pg[1], endpoint, gen, cache),
                  lambda out: (write_json(folder / f"{out['variant']['variant_id']}.json", out["variant"]),
                               _append_calls(job.run_dir, out["calls"])),
                  int(job.ray.get("max_concurrency", 2)), "variants")
@@ -249,9 +249,12 @@ def _evaluate(job: ProblemsJob, problems: list, cache: str, image: str, limits: 
             continue
         with _serve(job, model) as endpoint:
             task = ray.remote(max_retries=0)(evaluate_one).options(num_cpus=job.ray.get("cpus_per_unit", 0.5))
-            args = [(task, (i, endpoint, model, ev, limits, cache, job.docker_host, image)) for i in todo]
-            _fan_out(args, lambda out, m=model: (write_json(folder / f"{completion_key(m, out['item_id'], out['n'], float(ev['temperature']), int(ev['max_tokens']))}.json", out),
-                                                  _append_calls(job.run_dir, out.pop("calls", []))),
+
+            def store(out: dict) -> None:
+                _append_calls(job.run_dir, out.pop("calls", []))
+                write_json(folder / f"{keys[out['item_id']]}.json", out)
+
+            _fan_out(task, todo, lambda i: (i, endpoint, model, ev, limits, cache, job.docker_host, image), store,
                      int(job.ray.get("max_concurrency", 2)), f"completions of {model}")
 
 
@@ -261,28 +264,28 @@ def _vid(problem, seed: int, model: str) -> str:
     return variant_id(problem.problem_id, seed, model)
 
 
-def _fan_out(calls: list, on_result: Callable[[dict], Any], limit: int, label: str) -> None:
-    """Run ``(remote_fn, args)`` pairs on Ray with at most ``limit`` in flight; ``on_result``
-    gets each result the moment it arrives; a task that fails is reported and skipped (its
-    item runs again on the next launch)."""
-    import ray
+def _fan_out(task, items: list, args_of: Callable[[Any], tuple], on_result: Callable[[dict], Any], limit: int,
+             label: str) -> None:
+    """Run ``task.remote(*args_of(item))`` for each item with at most ``limit`` in flight
+    (``raydist.cluster.runner.run_bounded``) under a progress bar; ``on_result`` gets each
+    result the moment it arrives; a task that fails is reported and skipped (its item runs
+    again on the next launch)."""
     from tqdm import tqdm
 
-    pending, in_flight = list(calls), {}
-    with tqdm(total=len(calls), desc=label, unit="item", mininterval=1.0) as bar:
-        while pending or in_flight:
-            while pending and len(in_flight) < max(1, limit):
-                fn, args = pending.pop(0)
-                in_flight[fn.remote(*args)] = args
-            ready, _ = ray.wait(list(in_flight), num_returns=1)
-            for ref in ready:
-                in_flight.pop(ref)
+    from raydist.cluster.runner import run_bounded
+
+    with tqdm(total=len(items), desc=label, unit="item", mininterval=1.0) as bar:
+        def finished(_item, result, error):
+            if error is None:
                 try:
-                    on_result(ray.get(ref))
+                    on_result(result)
                 except Exception as exc:  # noqa: BLE001 - reported; the item runs again on resume
-                    cause = getattr(exc, "cause", None) or exc
-                    print(f"  {label}: a task failed: {type(cause).__name__}: {cause}"[:500], flush=True)
-                bar.update(1)
+                    error = f"{type(exc).__name__}: {exc}"
+            if error is not None:
+                print(f"  {label}: a task failed: {error}"[:500], flush=True)
+            bar.update(1)
+
+        run_bounded(task, items, args_of, limit, finished)
 
 
 def _append_calls(run_dir: Path, calls: Iterable[dict]) -> None:
