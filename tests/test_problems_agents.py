@@ -216,7 +216,7 @@ def test_a_copied_placeholder_is_no_context(tmp_path, problem):
         generate_contexts(llm, problem, "bakery", {"numbers": "list[float]", "threshold": "float"}, 0,
                           prompts=PROMPTS)
     assert str(caught.value) == "contexts: no context for parameter(s) numbers"
-    assert complete.requests[0][4].endswith("context ::= [^\\n <] [^\\n]{0,119}\n")
+    assert complete.requests[0][4].endswith("context ::= [^\\n <] [^\\n<]{0,119}\n")
 
 
 def test_parse_contexts_reads_markdown_and_keeps_the_first_line_of_a_name():

@@ -104,6 +104,7 @@ def test_accepted_variants_are_checked_evaluated_and_scored(tmp_path, endpoint):
     assert "| scripted | 2 | 1.000 | 2 | 0.000 |" in res.stdout
     assert "| semantic equivalence with the seed | 4 | 1.000 |" in res.stdout
     assert "Canonical solution passes the accepted variants' tests: 4 of 4." in res.stdout
+    assert "Rejected at the context generator: 0, at the rewriter's checks: 0, by the validator: 0 " in res.stdout
     assert re.search(r"\| dycodeeval \| 2 \| 4 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|", res.stdout)
     assert "| char_noise |" in res.stdout
     # The script rewrites each seed the same way in both runs: every run repeats, every pair collides.

@@ -93,3 +93,19 @@ def test_stability_over_datasets_by_hand():
     text = stability_markdown(numbers)
     assert "| m | 3 | 0.750 (2), 0.000 (1), 0.500 (1) | 0.417 ± 0.382 | " in text
     assert "| only0 | 1 | 1.000 (1) | n/a (needs R >= 2) | n/a |" in text
+
+
+def test_rejections_are_counted_by_the_stage_that_refused_them():
+    from raydist.problems.report import summary_numbers
+
+    records = [variant("A", g, "x", "p") | {"rejection": r, "semantic_verdict": sv, "consistency_verdict": cv}
+               for g, (r, sv, cv) in enumerate([
+                   ("contexts: no context for parameter(s) numbers", None, None),
+                   ("rewrite: the rewrite is the seed prompt unchanged", None, None),
+                   ("rewrite: the rewrite lacks example(s) 1 of the seed", None, None),
+                   ("validator: semantic NO: other task", "NO", "YES"),
+                   (None, "YES", "YES")])]
+    numbers = summary_numbers(records, [], [], [1])
+    assert numbers["rejected_at"] == {"contexts": 1, "rewrite": 2, "validator": 1}
+    # the validator was asked twice: semantic YES once, consistency YES twice
+    assert (numbers["validated"], numbers["semantic_yes"], numbers["consistent_yes"]) == (2, 0.5, 1.0)

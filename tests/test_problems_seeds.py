@@ -6,6 +6,7 @@ Every canonical solution is run against its own converted tests in a fresh inter
 
 import ast
 import json
+import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -222,9 +223,45 @@ def test_load_seeds_mbpp_without_a_file_says_where_to_find_one(tmp_path):
         load_seeds("mbpp", path=tmp_path / "absent.json")
 
 
-def test_load_seeds_refuses_hf_and_unknown_datasets():
-    with pytest.raises(NotImplementedError, match="hf://mbpp/sanitized: loading MBPP from the Hugging Face hub"):
-        load_seeds("mbpp", path="hf://mbpp/sanitized")
+def _load_from_hub_offline(hub_cache: Path, source: str) -> subprocess.CompletedProcess:
+    """load_seeds(source) in a fresh interpreter with huggingface_hub offline on ``hub_cache``
+    (the hub's settings are read at import)."""
+    code = ("import json, sys\nfrom raydist.problems import load_seeds\n"
+            f"try:\n    ps = load_seeds('mbpp', path={source!r})\n"
+            "except FileNotFoundError as e:\n    print('ERROR', e); sys.exit(3)\n"
+            "print(json.dumps([p.content_hash() for p in ps]))\n")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(hub_cache)}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+
+
+@needs_mbpp
+def test_mbpp_from_the_hub_layout_gives_the_same_problems_as_the_json(tmp_path):
+    """The hub's Parquet splits (written here from the JSON into huggingface_hub's own cache
+    layout, read back by its offline mode) give the same 427 problems, in task_id order."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    records = json.loads(MBPP.read_text())
+    snapshot = tmp_path / "datasets--google-research-datasets--mbpp" / "snapshots" / ("0" * 40)
+    (snapshot / "sanitized").mkdir(parents=True)
+    (snapshot.parent.parent / "refs").mkdir()
+    (snapshot.parent.parent / "refs" / "main").write_text("0" * 40)
+    for split, part in (("test", records[::2]), ("train", records[1::2])):  # splits out of task_id order
+        pq.write_table(pa.Table.from_pylist(part), snapshot / "sanitized" / f"{split}-00000-of-00001.parquet")
+    res = _load_from_hub_offline(tmp_path, "hf://google-research-datasets/mbpp")
+    assert res.returncode == 0, res.stdout + res.stderr[-2000:]
+    assert json.loads(res.stdout.splitlines()[-1]) == [p.content_hash() for p in load_mbpp(MBPP)]
+
+
+def test_mbpp_from_the_hub_offline_without_a_download_says_what_to_do(tmp_path):
+    res = _load_from_hub_offline(tmp_path, "hf://google-research-datasets/mbpp")
+    assert res.returncode == 3, res.stderr[-2000:]
+    assert res.stdout.startswith("ERROR hf://google-research-datasets/mbpp: cannot fetch MBPP-sanitized from the "
+                                 "Hugging Face hub (")
+    assert "offline, pass the path of sanitized-mbpp.json" in res.stdout
+
+
+def test_load_seeds_refuses_unknown_datasets():
     with pytest.raises(ValueError, match="unknown seed dataset 'apps'; use one of humaneval, mbpp"):
         load_seeds("apps")
 

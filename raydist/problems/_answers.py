@@ -73,10 +73,10 @@ def parse_scenarios(answer: str) -> list[str]:
 
 def contexts_grammar(names: list[str]) -> str:
     """GBNF for exactly one ``name: context`` line per parameter, in ``names`` order; a context
-    is 1..``CONTEXT_MAX_CHARS`` characters without a newline, not starting with a space or
-    ``<`` (small models copy the prompt's ``<context>`` placeholder)."""
+    is 1..``CONTEXT_MAX_CHARS`` characters without a newline or a ``<``, not starting with a
+    space (small models copy the prompt's ``<context>`` placeholder, anywhere in the line)."""
     lines = ' "\\n" '.join(f"{gbnf_literal(name + ': ')} context" for name in names)
-    return f"root ::= {lines}\ncontext ::= [^\\n <] [^\\n]{{0,{CONTEXT_MAX_CHARS - 1}}}\n"
+    return f"root ::= {lines}\ncontext ::= [^\\n <] [^\\n<]{{0,{CONTEXT_MAX_CHARS - 1}}}\n"
 
 
 def parse_contexts(answer: str, names: list[str]) -> dict[str, str]:

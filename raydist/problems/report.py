@@ -96,6 +96,8 @@ def summary_numbers(variants: list[dict], rows: list[dict], problems: list, ks: 
         "semantic_yes": _rate(sum(v.get("semantic_verdict") == "YES" for v in asked), len(asked)),
         "consistent_yes": _rate(sum(v.get("consistency_verdict") == "YES" for v in asked), len(asked)),
         "accepted": len(accepted),
+        "rejected_at": {stage: sum(1 for v in variants if (v.get("rejection") or "").startswith(stage + ":"))
+                        for stage in ("contexts", "rewrite", "validator")},
         "canonical_passed": sum(1 for v in accepted if v.get("canonical_passed")),
         "canonical_checked": sum(1 for v in accepted if v.get("canonical_passed") is not None),
         "models": {},
@@ -140,6 +142,9 @@ def summary_markdown(job, numbers: dict) -> str:
              "| validator check | asked | YES rate |", "|---|---:|---:|",
              f"| semantic equivalence with the seed | {numbers['validated']} | {_fmt(numbers['semantic_yes'])} |",
              f"| consistency with the canonical solution | {numbers['validated']} | {_fmt(numbers['consistent_yes'])} |",
+             "", "Rejected at the context generator: {contexts}, at the rewriter's checks: {rewrite}, by the "
+             "validator: {validator} (each row's reason is in variants.parquet, column rejection).".format(
+                 **numbers["rejected_at"]),
              "", f"Accepted (both YES and every deterministic check): {numbers['accepted']} of {numbers['variants']}. "
              f"Canonical solution passes the accepted variants' tests: {numbers['canonical_passed']} of "
              f"{numbers['canonical_checked']}."]

@@ -30,6 +30,8 @@ MBPP_PREFIX = "Mbpp/"
 """MBPP ``task_id`` 2 becomes ``problem_id`` ``"Mbpp/2"`` (EvalPlus spells it the same way)."""
 MBPP_EXAMPLE_PATH = "../shared/data/mbpp/sanitized-mbpp.json"
 HF_PREFIX = "hf://"
+MBPP_HUB_SOURCE = "hf://google-research-datasets/mbpp"
+"""MBPP-sanitized's public home on the Hugging Face hub (its ``sanitized`` Parquet splits)."""
 WHOLE_FILE = "(whole file)"
 HUMANEVAL_FIELDS = {"task_id": str, "prompt": str, "entry_point": str, "canonical_solution": str, "test": str}
 MBPP_FIELDS = {"task_id": int, "prompt": str, "code": str, "test_imports": list, "test_list": list}
@@ -89,23 +91,24 @@ def load_seeds(
 ) -> list[Problem]:
     """Seed problems of ``dataset`` (``"humaneval"`` or ``"mbpp"``), in dataset order.
 
-    ``path`` is needed for MBPP only (a ``sanitized-mbpp.json`` file). Raises ``ValueError``
-    for an unknown dataset, ``FileNotFoundError`` when the MBPP file is not given or absent,
-    ``NotImplementedError`` for ``hf://`` paths, and whatever the loader raises.
+    ``path`` is needed for MBPP only: a ``sanitized-mbpp.json`` file, or
+    ``hf://<owner>/<dataset>`` (e.g. ``MBPP_HUB_SOURCE``) to fetch the ``sanitized`` Parquet
+    splits from the Hugging Face hub when online (cached by ``huggingface_hub``, so
+    ``HF_HUB_OFFLINE=1`` reuses an earlier download). Raises ``ValueError`` for an unknown
+    dataset, ``FileNotFoundError`` when the MBPP file is not given or absent or the hub cannot
+    be reached, and whatever the loader raises.
     """
     if dataset == "humaneval":
         return load_humaneval(limit=limit, ids=ids)
     if dataset == "mbpp":
         if path is not None and str(path).startswith(HF_PREFIX):
-            raise NotImplementedError(
-                f"{path}: loading MBPP from the Hugging Face hub is not supported; download "
-                "sanitized-mbpp.json (google-research/mbpp) and pass its path"
-            )
+            return _select_mbpp(str(path), _mbpp_records_from_hub(str(path)), limit, ids)
         if path is None or not Path(path).is_file():
             given = "no path was given" if path is None else f"{str(path)!r} does not exist"
             raise FileNotFoundError(
                 f"MBPP seeds need the sanitized-mbpp.json file but {given}; set the path "
-                f"(e.g. {MBPP_EXAMPLE_PATH}) or download it from google-research/mbpp"
+                f"(e.g. {MBPP_EXAMPLE_PATH}, or benchmark.source / RAYDIST_DATA_ROOT on the command line), "
+                f"or fetch it when online with benchmark.source={MBPP_HUB_SOURCE}"
             )
         return load_mbpp(path, limit=limit, ids=ids)
     raise ValueError(f"unknown seed dataset {dataset!r}; use one of {', '.join(DATASETS)}")
@@ -148,6 +151,35 @@ def load_mbpp(
         records = json.loads(Path(path).read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
         raise MalformedProblem(source, WHOLE_FILE, f"is not valid JSON ({error.msg} at line {error.lineno})") from None
+    return _select_mbpp(source, records, limit, ids)
+
+
+def _mbpp_records_from_hub(source: str) -> list[dict]:
+    """The records of MBPP-sanitized's Parquet splits at ``hf://<owner>/<dataset>``, in
+    ``task_id`` order (the order of ``sanitized-mbpp.json``).
+
+    Raises FileNotFoundError naming ``source`` when the hub cannot be reached and nothing is
+    cached, or the dataset has no ``sanitized/*.parquet`` file.
+    """
+    import pyarrow.parquet as pq
+    from huggingface_hub import snapshot_download
+
+    repo = source[len(HF_PREFIX):].strip("/")
+    try:
+        folder = Path(snapshot_download(repo, repo_type="dataset", allow_patterns=["sanitized/*.parquet"]))
+    except Exception as error:  # noqa: BLE001 - offline, unknown repository, hub down: one message
+        raise FileNotFoundError(
+            f"{source}: cannot fetch MBPP-sanitized from the Hugging Face hub ({type(error).__name__}: "
+            f"{str(error)[:300]}); offline, pass the path of sanitized-mbpp.json (e.g. {MBPP_EXAMPLE_PATH})"
+        ) from None
+    files = sorted(folder.glob("sanitized/*.parquet"))
+    if not files:
+        raise FileNotFoundError(f"{source}: the dataset has no sanitized/*.parquet split; is it MBPP?")
+    records = [row for f in files for row in pq.read_table(f).to_pylist()]
+    return sorted(records, key=lambda r: r.get("task_id", 0) if isinstance(r, dict) else 0)
+
+
+def _select_mbpp(source: str, records: Any, limit: int | None, ids: Sequence[str | int] | None) -> list[Problem]:
     if not isinstance(records, list):
         raise MalformedProblem(source, WHOLE_FILE, f"is not a JSON list of records (got {type(records).__name__})")
     problems: list[Problem] = []
