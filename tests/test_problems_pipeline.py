@@ -32,8 +32,21 @@ def rewrite_of(problem) -> str:
     return problem.prompt.replace(quote, quote + " In a bakery's stock room. ", 1)
 
 
-def answer(prompt: str) -> str:
-    """What the scripted endpoint says to a request whose last user message is ``prompt``."""
+# What the scripted model under test writes for the variants of each seed, by request seed
+# (sample 0, sample 1): programs that must be stopped and scored as failed, the run going on.
+HOSTILE = {
+    "HumanEval/0": ("    while True:\n        pass\n",                       # loops forever
+                    "    x = bytearray(10 * 1024 ** 3)\n    return x\n"),  # allocates 10 GB
+    "HumanEval/2": ("    import os\n    while True:\n        os.fork()\n",  # forks without bound
+                    "    import socket\n    socket.create_connection(('127.0.0.1', 80))\n"),  # a socket
+}
+HOSTILE_STATUS = {("HumanEval/0", 0): "timeout", ("HumanEval/0", 1): "memory",
+                  ("HumanEval/2", 0): "error", ("HumanEval/2", 1): "error"}
+
+
+def answer(prompt: str, seed: int = 0) -> str:
+    """What the scripted endpoint says to a request whose last user message is ``prompt``,
+    asked with request seed ``seed``."""
     if prompt.startswith("Suggest "):
         return "stock control for a bakery\nroute planning for delivery vans\nclassroom seat booking\n"
     if "Its input variables and their types" in prompt:
@@ -45,9 +58,10 @@ def answer(prompt: str) -> str:
     if "semantically equivalent" in prompt or "consistent with the solution" in prompt:
         return "VERDICT: YES\nREASON: same task and examples."
     if prompt.startswith("Complete the following Python function"):
+        seed_of_sample = seed
         seed = next(p for p in SEEDS if p.signature in prompt)
-        if "bakery" in prompt:  # a variant: answer wrongly, so DyPass differs from pass@k
-            return f"```python\n{seed.signature}\n    return None\n```"
+        if "bakery" in prompt:  # a variant: answer with a hostile program, so DyPass differs from pass@k
+            return f"```python\n{seed.signature}\n{HOSTILE[seed.problem_id][seed_of_sample % 2]}```"
         return f"```python\n{seed.canonical_solution}\n```"
     return "I do not know."
 
@@ -55,7 +69,7 @@ def answer(prompt: str) -> str:
 class _Handler(BaseHTTPRequestHandler):
     def do_POST(self):  # noqa: N802 - http.server's name
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        text = answer(body["messages"][-1]["content"])
+        text = answer(body["messages"][-1]["content"], int(body.get("seed") or 0))
         reply = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                  "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
                  "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
@@ -97,10 +111,12 @@ def test_accepted_variants_are_checked_evaluated_and_scored(tmp_path, endpoint):
     assert {v["semantic_verdict"] for v in variants} == {v["consistency_verdict"] for v in variants} == {"YES"}
     assert all(v["contexts"] and v["scenario"] for v in variants)
     rows = pq.read_table(run / "completions.parquet").to_pylist()
-    # 2 seeds + 4 variants, 2 samples each; the script solves the seeds and fails the variants.
+    # 2 seeds + 4 variants, 2 samples each; the script solves the seeds and answers each
+    # variant with a program that loops, allocates 10 GB, forks without bound or opens a socket.
     assert len(rows) == 12
     assert {r["passed"] for r in rows if r["variant_id"] is None} == {True}
-    assert {(r["passed"], r["status"]) for r in rows if r["variant_id"] is not None} == {(False, "failed")}
+    assert sorted((r["seed_id"], r["sample"], r["passed"], r["status"]) for r in rows if r["variant_id"]) == sorted(
+        (seed_id, sample, False, status) for (seed_id, sample), status in HOSTILE_STATUS.items() for _ in range(2))
     assert "| scripted | 2 | 1.000 | 2 | 0.000 |" in res.stdout
     assert "| semantic equivalence with the seed | 4 | 1.000 |" in res.stdout
     assert "Canonical solution passes the accepted variants' tests: 4 of 4." in res.stdout

@@ -109,3 +109,24 @@ def test_rejections_are_counted_by_the_stage_that_refused_them():
     assert numbers["rejected_at"] == {"contexts": 1, "rewrite": 2, "validator": 1}
     # the validator was asked twice: semantic YES once, consistency YES twice
     assert (numbers["validated"], numbers["semantic_yes"], numbers["consistent_yes"]) == (2, 0.5, 1.0)
+
+
+def test_only_records_of_the_current_configuration_are_reported(tmp_path):
+    from raydist.problems import load_seeds
+    from raydist.problems.generate import variant_id
+    from raydist.problems.pipeline import ProblemsJob, completion_key, current_records, write_json
+
+    problems = load_seeds("humaneval", ids=["HumanEval/0"])
+    job = ProblemsJob(dataset="humaneval", source=None, ids=None, limit=None, pipeline="full",
+                      generation={"model": "gen", "variants_per_seed": 2},
+                      evaluation={"models": ["m"], "n": 2, "temperature": 0.8, "max_tokens": 64},
+                      execution={}, analysis={}, local_models={}, run_dir=tmp_path, cache_dir=tmp_path)
+    for g in range(3):  # generation seed 2 is from a launch with variants_per_seed=3
+        vid = variant_id("HumanEval/0", g, "gen")
+        write_json(tmp_path / "variants" / f"{vid}.json", {"variant_id": vid, "generation_seed": g})
+    for model, n, t in (("m", 2, 0.8), ("m", 1, 0.8), ("m", 2, 0.2), ("other", 2, 0.8)):
+        key = completion_key(model, "HumanEval/0", n, t, 64)
+        write_json(tmp_path / "completions" / f"{key}.json", {"model": model, "item_id": "HumanEval/0", "n": n})
+    variants, completions = current_records(job, problems)
+    assert sorted(v["generation_seed"] for v in variants) == [0, 1]
+    assert completions == [{"model": "m", "item_id": "HumanEval/0", "n": 2}]

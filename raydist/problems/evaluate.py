@@ -8,6 +8,7 @@ Ray.
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 
@@ -44,13 +45,35 @@ def messages_for(prompt: str) -> list[dict]:
 
 def extract_solution(answer: str, prompt: str, entry_point: str) -> str:
     """The program text of a model's ``answer``: the first fenced code block (or the whole
-    answer when there is none); when it does not define ``entry_point`` itself, it is taken
-    as the function's body and appended to ``prompt`` (HumanEval's completion convention)."""
+    answer when there is none).
+
+    When the code defines ``entry_point`` itself, the prompt's own code before that ``def``
+    (HumanEval's imports and helper functions, e.g. ``from typing import List``) comes first,
+    as HumanEval's harness runs ``prompt + completion``: a model is not failed for leaving out
+    an import its prompt already made. A prose preamble (MBPP's instruction) is not code and
+    contributes only its ``import`` lines. Otherwise the code is taken as the function's body
+    and appended to ``prompt`` (HumanEval's completion convention).
+    """
     match = _FENCE.search(answer)
     code = match.group(1) if match else answer
-    if re.search(rf"^\s*def\s+{re.escape(entry_point)}\s*\(", code, re.MULTILINE):
-        return code
-    return prompt + code
+    definition = re.compile(rf"^\s*def\s+{re.escape(entry_point)}\s*\(", re.MULTILINE)
+    if not definition.search(code):
+        return prompt + code
+    found = definition.search(prompt)
+    preamble = prompt[:found.start()] if found else ""
+    try:
+        ast.parse(preamble)
+    except SyntaxError:
+        preamble = "".join(line for line in preamble.splitlines(keepends=True) if _is_import(line))
+    return (preamble.strip() + "\n\n\n" + code) if preamble.strip() else code
+
+
+def _is_import(line: str) -> bool:
+    try:
+        tree = ast.parse(line.strip())
+    except SyntaxError:
+        return False
+    return len(tree.body) == 1 and isinstance(tree.body[0], (ast.Import, ast.ImportFrom))
 
 
 def program_for(item: Item, solution: str) -> str:

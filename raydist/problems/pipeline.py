@@ -66,9 +66,33 @@ def read_json_dir(folder: Path) -> dict[str, dict]:
     return out
 
 
+#: Version of how an answer becomes a scored program (``raydist.problems.evaluate``); a change
+#: that can move a score bumps it, so a resumed run scores its items again (the model's
+#: answers come back from the request cache).
+SCORING_VERSION = 2
+
+
 def completion_key(model: str, item_id: str, n: int, temperature: float, max_tokens: int) -> str:
-    """24 hex chars naming one (model, item, sampling) evaluation."""
-    return stable_hash({"model": model, "item": item_id, "n": n, "t": temperature, "max": max_tokens}, 24)
+    """24 hex chars naming one (model, item, sampling, ``SCORING_VERSION``) evaluation."""
+    return stable_hash({"model": model, "item": item_id, "n": n, "t": temperature, "max": max_tokens,
+                        "scoring": SCORING_VERSION}, 24)
+
+
+def current_records(job: "ProblemsJob", problems: list) -> tuple[list[dict], list[dict]]:
+    """The variant and completion records of the run directory that belong to this launch's
+    configuration: variants of these seed problems with generation seeds
+    ``0..variants_per_seed-1`` by the configured generator, completions of the configured
+    models whose key matches the configured sampling and ``SCORING_VERSION``. Records left by
+    an earlier configuration stay on disk (a later launch may use them again) but are not
+    reported."""
+    gen, ev = job.generation, job.evaluation
+    wanted = {_vid(p, g, gen["model"]) for p in problems for g in range(int(gen["variants_per_seed"]))}
+    variants = [v for k, v in read_json_dir(job.run_dir / "variants").items() if k in wanted]
+    models = set(ev["models"])
+    completions = [c for k, c in read_json_dir(job.run_dir / "completions").items()
+                   if c.get("model") in models and k == completion_key(c["model"], c["item_id"], int(ev["n"]),
+                                                                       float(ev["temperature"]), int(ev["max_tokens"]))]
+    return variants, completions
 
 
 # --- stages (plain Python; the Ray tasks below only call these) ---------------------------
@@ -164,8 +188,7 @@ def run_problems(job: ProblemsJob, problems: list) -> dict:
     workers = int(job.execution.get("workers", 1))
     if job.pipeline in ("full", "generate"):
         _generate(job, problems, cache)
-        variants = read_json_dir(run_dir / "variants")
-        todo = [v for v in variants.values() if v["accepted"] and v.get("canonical_passed") is None]
+        todo = [v for v in current_records(job, problems)[0] if v["accepted"] and v.get("canonical_passed") is None]
         for variant, ok in zip(todo, canonical_check(todo, job.docker_host, image, limits, workers)):
             variant["canonical_passed"] = ok
             write_json(run_dir / "variants" / f"{variant['variant_id']}.json", variant)
@@ -232,8 +255,7 @@ def _evaluate(job: ProblemsJob, problems: list, cache: str, image: str, limits: 
     from raydist.problems.evaluate import Item
 
     ev = job.evaluation
-    variants = [v for v in read_json_dir(job.run_dir / "variants").values()
-                if v["accepted"] and v.get("canonical_passed")]
+    variants = [v for v in current_records(job, problems)[0] if v["accepted"] and v.get("canonical_passed")]
     items = [Item(p.problem_id, None, p.prompt, p.entry_point, tuple(p.tests), p.test_setup) for p in problems]
     items += [Item(v["seed_id"], v["variant_id"], v["prompt"], v["entry_point"], tuple(v["tests"]), v["test_setup"])
               for v in variants]

@@ -36,13 +36,12 @@ COMPLETIONS_SCHEMA = pa.schema([
 def report(job, problems: list) -> dict:
     """Write the tables, print and return the summary numbers (see module doc)."""
     from raydist.problems.generate import Variant, variants_table
-    from raydist.problems.pipeline import read_json_dir
+    from raydist.problems.pipeline import current_records
 
     run_dir = job.run_dir
-    variants = list(read_json_dir(run_dir / "variants").values())
+    variants, completions = current_records(job, problems)
     objects = [Variant(**{**v, "tests": tuple(v["tests"])}) for v in variants]
     pq.write_table(variants_table(objects), run_dir / "variants.parquet")
-    completions = list(read_json_dir(run_dir / "completions").values())
     rows = completion_rows(completions)
     pq.write_table(pa.Table.from_pylist(rows, schema=COMPLETIONS_SCHEMA), run_dir / "completions.parquet")
     numbers = summary_numbers(variants, rows, problems, [int(k) for k in job.evaluation.get("k", [1])])
