@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -67,7 +68,10 @@ def answer(prompt: str, seed: int = 0) -> str:
 
 
 class _Handler(BaseHTTPRequestHandler):
+    delay = 0.0  # seconds before each answer
+
     def do_POST(self):  # noqa: N802 - http.server's name
+        time.sleep(self.delay)
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         text = answer(body["messages"][-1]["content"], int(body.get("seed") or 0))
         reply = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
@@ -84,6 +88,24 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
+class _SlowHandler(_Handler):
+    delay = 1.5
+
+
+def _serve(handler):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    return server
+
+
+@pytest.fixture(scope="module")
+def slow_endpoint():
+    server = _serve(_SlowHandler)
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+
+
 @pytest.fixture(scope="module")
 def endpoint():
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
@@ -94,12 +116,15 @@ def endpoint():
 
 
 def launch(out: Path, api_base: str, *extra: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "raydist.problems.launch", f"output_root={out}", f"cache_dir={out / 'cache'}",
+    return subprocess.run(command(out, api_base, *extra), cwd=ROOT, capture_output=True, text=True, timeout=900)
+
+
+def command(out: Path, api_base: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "raydist.problems.launch", f"output_root={out}", f"cache_dir={out / 'cache'}",
            "benchmark.ids=[HumanEval/0,HumanEval/2]", "generation.variants_per_seed=2", "generation.scenarios=3",
            "evaluation.n=2", "+local_models.scripted.litellm_model=openai/scripted",
            f"+local_models.scripted.api_base={api_base}", "generation.model=scripted",
            "evaluation.models=[scripted]", "analysis.human_check=3", *extra]
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
 
 
 def test_accepted_variants_are_checked_evaluated_and_scored(tmp_path, endpoint):
@@ -146,3 +171,26 @@ def test_a_dead_generator_is_recorded_not_dropped(tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     calls = [json.loads(line) for line in (run / "llm_calls.jsonl").read_text().splitlines()]
     assert calls and not any(c["ok"] for c in calls)
+
+
+def test_sigterm_stops_the_launch_keeps_finished_items_and_the_same_command_resumes(tmp_path, slow_endpoint):
+    from raydist.sandbox import connect, sweep_orphans
+
+    run = tmp_path / "problems" / "humaneval" / "scripted"
+    proc = subprocess.Popen(command(tmp_path, slow_endpoint), cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not list((run / "variants").glob("*.json")) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    proc.send_signal(15)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-3000:]
+    assert "interrupted: finished variants and completions are kept; run the same command again to resume" in err
+    finished = len(list((run / "variants").glob("*.json")))
+    assert 1 <= finished < 4
+    assert sweep_orphans(connect(None)) == 0  # no sandbox outlived its owner
+
+    again = launch(tmp_path, slow_endpoint)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"{finished} variants finished before, {4 - finished} to generate" in again.stdout
+    assert "| scripted | 2 | 1.000 | 2 | 0.000 |" in again.stdout

@@ -90,17 +90,38 @@ def main(cfg: DictConfig) -> None:
     logging.getLogger("LiteLLM").setLevel(logging.WARNING)  # one INFO line per request otherwise
     from raydist.sandbox import BaseImageMissing, SandboxUnavailable
 
+    job = None
     try:
         job, problems = job_from_config(cfg, HydraConfig.get().runtime.output_dir)
         run_problems(job, problems)
     except (ProblemsError, SandboxUnavailable, BaseImageMissing) as exc:
         print(f"raydist: error: {exc}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:
+        print("\ninterrupted: finished variants and completions are kept; run the same command again to resume",
+              file=sys.stderr, flush=True)
+        sys.exit(130)
+    except OSError as exc:  # a full disk, an unwritable output_root
+        print(f"raydist: error: {exc}; free space or choose another output_root (finished items are kept)",
+              file=sys.stderr)
+        sys.exit(1)
     finally:
         import ray
 
         if ray.is_initialized():
             ray.shutdown()
+        if job is not None:
+            _sweep(job.docker_host)
+
+
+def _sweep(docker_host) -> None:
+    """Remove sandbox containers whose owner (a Ray worker of this launch) is gone."""
+    from raydist.sandbox import SandboxUnavailable, connect, sweep_orphans
+
+    try:
+        sweep_orphans(connect(docker_host))
+    except SandboxUnavailable:
+        pass
 
 
 if __name__ == "__main__":
