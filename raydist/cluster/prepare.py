@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from raydist.cluster.plan import stable_hash
+from raydist.prompts import resolve_prompts_dir
 from raydist.views.base import Prepared, RepoFiles, ViewOptions, levels_needing
 
 #: ``(messages, *, seed, max_tokens, grammar) -> text``: one LLM call (raydist.models.completion).
@@ -57,9 +58,10 @@ def preparation_tasks(units: Iterable) -> list[PrepTask]:
 
 
 def _prompt_digest(prompts_dir: str, names: Iterable[str]) -> str:
+    folder = resolve_prompts_dir(prompts_dir)  # the folder the loaders read, whatever the working directory
     digest = hashlib.sha256()
     for name in sorted(names):
-        path = Path(prompts_dir) / name
+        path = folder / name
         digest.update(name.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"<absent>") + b"\0")
     return digest.hexdigest()[:16]
 
