@@ -6,11 +6,15 @@ them; in CI (CI=true) it fails them, because there `launch/setup.sh` must have p
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # a local Ray binds 127.0.0.1
@@ -87,3 +91,44 @@ def llama(ray_local):
     yield actor, api_base
     ray.get(actor.stop.remote())
     ray.kill(actor)
+
+
+class _SlowModel(BaseHTTPRequestHandler):
+    """POST /v1/chat/completions -> ``server.answer`` after ``max_tokens / server.tokens_per_s``
+    seconds, as a model that always writes its whole budget; appends each request's
+    ``max_tokens`` to ``server.budgets``."""
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.budgets.append(body["max_tokens"])
+        time.sleep(body["max_tokens"] / self.server.tokens_per_s)
+        reply = json.dumps({
+            "id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
+            "choices": [{"index": 0, "finish_reason": "length",
+                         "message": {"role": "assistant", "content": self.server.answer}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": body["max_tokens"], "total_tokens": 10},
+        }).encode()
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(reply)))
+            self.end_headers()
+            self.wfile.write(reply)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client timed out first, as the test wanted
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def slow_model():
+    """``(server, api_base)`` of an OpenAI-compatible endpoint on loopback that generates at
+    ``server.tokens_per_s`` (default 100) and answers ``server.answer`` (default "hello")."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _SlowModel)
+    server.tokens_per_s, server.answer, server.budgets = 100.0, "hello", []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server, f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()

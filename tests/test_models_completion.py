@@ -1,5 +1,6 @@
 """`litellm_complete` through real litellm against a minimal OpenAI-compatible HTTP endpoint on
-loopback that records each request body and answers with a fixed message, and against a port
+loopback that records each request body and answers with a fixed message, against one that
+takes time in proportion to the token budget (conftest's ``slow_model``), and against a port
 where nothing listens."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from raydist.models import EmptyCompletion, ModelEndpoint, ModelUnreachable, litellm_complete
+from raydist.models.completion import request_timeout
 from raydist.models.endpoint import LOCAL_PLACEHOLDER_KEY
 from raydist.models.server import free_port
 
@@ -98,3 +100,47 @@ def test_unreachable_server_raises_after_the_retries():
 def test_retries_below_one_are_refused():
     with pytest.raises(ValueError, match="retries must be at least 1, got 0"):
         litellm_complete(ModelEndpoint("openai/tiny", api_base="http://127.0.0.1:1/v1", local=True), retries=0)
+
+
+def test_request_timeout_is_the_base_plus_the_budget_at_the_slowest_rate():
+    assert request_timeout(1024, 120.0, 4.0) == 376.0
+    assert request_timeout(96, 120.0, 4.0) == 144.0
+    assert request_timeout(0, 120.0, 4.0) == 120.0
+    assert request_timeout(1024, 120.0) == 120.0  # no rate: a fixed timeout
+
+
+@pytest.mark.parametrize("arguments", [(10, 0, 4.0), (10, 120.0, 0), (10, 120.0, -1.0), (-1, 120.0, 4.0)])
+def test_request_timeout_refuses_a_base_or_rate_not_above_zero_and_a_negative_budget(arguments):
+    with pytest.raises(ValueError, match="request_timeout needs base_s > 0, min_tokens_per_s > 0 and max_tokens >= 0"):
+        request_timeout(*arguments)
+
+
+def test_a_rate_not_above_zero_is_refused_when_the_callable_is_made():
+    with pytest.raises(ValueError, match="min_tokens_per_s > 0"):
+        litellm_complete(ModelEndpoint("openai/tiny", api_base="http://127.0.0.1:1/v1", local=True),
+                         min_tokens_per_s=0)
+
+
+# The slow model writes 100 tokens/s, so a 100-token request takes 1 s.
+
+def test_a_fixed_timeout_fails_a_request_whose_answer_takes_longer(slow_model):
+    _, api_base = slow_model
+    complete = litellm_complete(ModelEndpoint("openai/tiny", api_base=api_base, local=True), timeout=0.3, retries=1)
+    with pytest.raises(ModelUnreachable, match="Timeout"):
+        complete(MESSAGES, seed=1, max_tokens=100)
+
+
+def test_a_scaled_timeout_waits_for_the_whole_budget(slow_model):
+    server, api_base = slow_model
+    complete = litellm_complete(ModelEndpoint("openai/tiny", api_base=api_base, local=True), timeout=0.3, retries=1,
+                                min_tokens_per_s=20)  # 0.3 + 100 / 20 = 5.3 s
+    assert complete(MESSAGES, seed=1, max_tokens=100) == "hello"
+    assert server.budgets == [100]
+
+
+def test_a_scaled_timeout_still_fails_a_server_slower_than_the_rate(slow_model):
+    _, api_base = slow_model
+    complete = litellm_complete(ModelEndpoint("openai/tiny", api_base=api_base, local=True), timeout=0.3, retries=1,
+                                min_tokens_per_s=400)  # 0.3 + 100 / 400 = 0.55 s
+    with pytest.raises(ModelUnreachable, match="Timeout"):
+        complete(MESSAGES, seed=1, max_tokens=100)

@@ -62,6 +62,12 @@ def test_config_hash_covers_agent_settings_and_view_options():
     assert base != unit_config_hash("miniswe", {"step_limit": 8}, {"l3_files": "all"})
 
 
+def test_config_hash_leaves_out_the_view_model_timing_options():
+    base = unit_config_hash("miniswe", {"step_limit": 8}, {"l3_files": "patch"})
+    timed = {"l3_files": "patch", "request_timeout_base_s": 30, "request_min_tokens_per_s": 1.5}
+    assert unit_config_hash("miniswe", {"step_limit": 8}, timed) == base
+
+
 def test_expand_levels_resolves_implemented_and_rejects_unknown_names():
     assert expand_levels("implemented", ["L0", "L3"]) == ["L0", "L3"]
     assert expand_levels(["L3", "L0+L3"], ["L0", "L3"]) == ["L3", "L0+L3"]

@@ -5,6 +5,7 @@ the views the prepared records produce."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -187,6 +188,93 @@ def test_a_dead_view_model_is_a_preparation_error_and_nothing_is_cached():
                          local=True, grammar_server="llama_cpp")
     with pytest.raises(PreparationError, match="every LLM call failed"):
         prepare_statement(HUMANIZE, 0, litellm_complete(dead, timeout=5, retries=1), ViewOptions(l1_attempts=2))
+
+
+# --- the view model's request timeout grows with the request's token budget --------------
+# conftest's slow_model writes at server.tokens_per_s; each test sets it so that the request
+# takes 1 s, then gives the view model a rate 5x slower (time to spare) or 4x faster (too little).
+
+TINY_MODULE = "def f(a):\n    b = a + 1\n    return b\n"
+TINY = SimpleNamespace(instance_id="tiny", patch=(
+    "--- a/m.py\n+++ b/m.py\n@@ -1,3 +1,3 @@\n def f(a):\n-    b = a + 1\n+    b = a + 2\n     return b\n"))
+
+
+def timed_options(server_rate: float, factor: float, **options) -> ViewOptions:
+    return ViewOptions(request_timeout_base_s=0.3, request_min_tokens_per_s=server_rate * factor, **options)
+
+
+def slow_endpoint(api_base: str):
+    from raydist.models import ModelEndpoint
+
+    return ModelEndpoint(litellm_model="openai/gemma3-270m", api_base=api_base, local=True,
+                         grammar_server="llama_cpp")
+
+
+def test_an_l1_paraphrase_request_gets_time_for_its_token_budget(slow_model, tmp_path):
+    from raydist.cluster.prepare import run_preparation
+    from raydist.views.l1_statement import paraphrase_budget
+
+    server, api_base = slow_model
+    budget = paraphrase_budget(HUMANIZE.problem_statement, cap=ViewOptions().l1_max_tokens)
+    server.tokens_per_s = budget  # the paraphrase takes 1 s
+    record = run_preparation(PrepTask(HUMANIZE.instance_id, 0, "L1"), HUMANIZE,
+                             timed_options(budget, 1 / 5, l1_attempts=1), endpoint=slow_endpoint(api_base),
+                             cache_dir=str(tmp_path))
+    (entry,) = record["history"]
+    assert (entry["error"], entry["candidate"], entry["rejected"]) == (None, "hello", "form")
+    assert server.budgets == [budget]
+
+
+def test_an_l1_request_on_a_server_slower_than_the_rate_is_a_preparation_error(slow_model, tmp_path):
+    from raydist.cluster.prepare import PreparationError, run_preparation
+    from raydist.views.l1_statement import paraphrase_budget
+
+    server, api_base = slow_model
+    budget = paraphrase_budget(HUMANIZE.problem_statement, cap=ViewOptions().l1_max_tokens)
+    server.tokens_per_s = budget
+    with pytest.raises(PreparationError, match="every LLM call failed; last: ModelUnreachable: .*Timeout"):
+        run_preparation(PrepTask(HUMANIZE.instance_id, 0, "L1"), HUMANIZE, timed_options(budget, 4, l1_attempts=1),
+                        endpoint=slow_endpoint(api_base), cache_dir=str(tmp_path))
+
+
+def test_an_l4_rewrite_request_gets_time_for_its_token_budget(slow_model, tmp_path):
+    from raydist.cluster.prepare import view_model_complete
+    from raydist.views.l4_llm import default_max_tokens
+    from raydist.views.l4_splice import shown_function
+
+    server, api_base = slow_model
+    (tmp_path / "m.py").write_text(TINY_MODULE)
+    budget = default_max_tokens(shown_function(TINY_MODULE, "f"))
+    server.tokens_per_s = budget
+    options = timed_options(budget, 1 / 5, l4_llm_attempts=1)
+    record = prepare_rewrites(TINY, 0, RepoFiles(tmp_path), options, lambda files: GateVerdict(False, "no"),
+                              view_model_complete(slow_endpoint(api_base), options))
+    entry = record["functions"]["m.py::f"]
+    assert entry["attempts"] == 1
+    assert entry["feedback"][0].startswith("The rewrite was rejected before testing: no python code block")
+    assert server.budgets == [budget]
+
+
+def test_an_l4_request_on_a_server_slower_than_the_rate_is_a_preparation_error(slow_model, tmp_path):
+    from raydist.cluster.prepare import PreparationError, view_model_complete
+    from raydist.views.l4_llm import default_max_tokens
+    from raydist.views.l4_splice import shown_function
+
+    server, api_base = slow_model
+    (tmp_path / "m.py").write_text(TINY_MODULE)
+    budget = default_max_tokens(shown_function(TINY_MODULE, "f"))
+    server.tokens_per_s = budget
+    options = timed_options(budget, 4, l4_llm_attempts=1)
+    with pytest.raises(PreparationError, match="L4 of 'tiny': model .* did not answer after 3 attempt.*Timeout"):
+        prepare_rewrites(TINY, 0, RepoFiles(tmp_path), options, lambda files: GateVerdict(True, ""),
+                         view_model_complete(slow_endpoint(api_base), options))
+
+
+def test_the_timing_options_change_no_preparation_key():
+    slow = ViewOptions(request_timeout_base_s=999, request_min_tokens_per_s=0.5)
+    for kind in ("L1", "L4"):
+        task = PrepTask("x", 0, kind)
+        assert task_key(task, HUMANIZE, slow, "m") == task_key(task, HUMANIZE, ViewOptions(), "m")
 
 
 def test_units_needing_preparation_get_new_keys_when_what_decides_it_changes(tmp_path):

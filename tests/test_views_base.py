@@ -81,6 +81,12 @@ def test_bad_option_is_rejected():
         ViewOptions(l3_files="some")
 
 
+@pytest.mark.parametrize("name", ["request_timeout_base_s", "request_min_tokens_per_s"])
+def test_a_timing_option_not_above_zero_is_rejected(name):
+    with pytest.raises(ValueError, match=f"ViewOptions.{name}=0; give a number of seconds or tokens above 0"):
+        ViewOptions(**{name: 0})
+
+
 def test_repo_files_reads_exact_text_and_lists_python_files(repo):
     assert repo.read("m.py") == SOURCE
     assert repo.read("missing.py") is None

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-_REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_PROMPTS_DIR = _REPO_ROOT / "conf" / "prompts"
+from raydist.prompts import DEFAULT_PROMPTS_DIR, read_templates
+
 PROMPT_FILES = ("system", "instance", "observation", "format_error")
 
 
@@ -65,20 +65,12 @@ class Prompts:
 
 
 def load_prompts(prompts_dir: str | Path) -> Prompts:
-    """Read `<name>.j2` for each of system, instance, observation, format_error.
+    """Read `<name>.j2` for each of system, instance, observation, format_error from
+    `prompts_dir` (a relative path is taken from the raydist checkout, not the working directory).
 
     Raises:
-        FileNotFoundError: the folder or one template is missing; names the file expected.
+        FileNotFoundError: a template (or the folder) is missing; names the file, the folder
+            and the four files it must hold.
+        jinja2.TemplateSyntaxError: a template does not parse.
     """
-    folder = Path(prompts_dir)
-    if not folder.is_absolute():
-        folder = _REPO_ROOT / folder
-    texts = {}
-    for name in PROMPT_FILES:
-        path = folder / f"{name}.j2"
-        if not path.is_file():
-            raise FileNotFoundError(
-                f"prompt template {path} is missing; prompts_dir must hold {', '.join(n + '.j2' for n in PROMPT_FILES)}"
-            )
-        texts[name] = path.read_text()
-    return Prompts(**texts)
+    return Prompts(**read_templates(prompts_dir, {name: name for name in PROMPT_FILES}, "agent"))

@@ -66,8 +66,12 @@ def expand_levels(levels: str | Sequence[str], implemented: Sequence[str]) -> li
 
 
 def unit_config_hash(agent: str, agent_settings: Mapping, view_options: Mapping) -> str:
-    """Hash of the settings that matter for a unit's outcome (not concurrency, paths...)."""
-    return stable_hash({"agent": agent, "settings": dict(agent_settings), "view": dict(view_options)})
+    """Hash of the settings that matter for a unit's outcome (not concurrency, paths...);
+    the view-model timing options (``raydist.views.base.TIMING_OPTIONS``) are left out."""
+    from raydist.views.base import TIMING_OPTIONS
+
+    view = {name: value for name, value in view_options.items() if name not in TIMING_OPTIONS}
+    return stable_hash({"agent": agent, "settings": dict(agent_settings), "view": view})
 
 
 def build_plan(

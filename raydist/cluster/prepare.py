@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from raydist.cluster.plan import stable_hash
+from raydist.prompts import resolve_prompts_dir
 from raydist.views.base import Prepared, RepoFiles, ViewOptions, levels_needing
 
 #: ``(messages, *, seed, max_tokens, grammar) -> text``: one LLM call (raydist.models.completion).
@@ -57,9 +58,10 @@ def preparation_tasks(units: Iterable) -> list[PrepTask]:
 
 
 def _prompt_digest(prompts_dir: str, names: Iterable[str]) -> str:
+    folder = resolve_prompts_dir(prompts_dir)  # the folder the loaders read, whatever the working directory
     digest = hashlib.sha256()
     for name in sorted(names):
-        path = Path(prompts_dir) / name
+        path = folder / name
         digest.update(name.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"<absent>") + b"\0")
     return digest.hexdigest()[:16]
 
@@ -165,6 +167,17 @@ def prepare_statement(instance, seed: int, complete: Complete, options: ViewOpti
     return record
 
 
+def view_model_complete(endpoint, options: ViewOptions) -> Complete:
+    """The view model at ``endpoint`` (a ``ModelEndpoint``) as the ``complete`` of L1 and L4:
+    a ``raydist.models.LitellmCompletion`` whose request for ``max_tokens`` may take
+    ``options.request_timeout_base_s + max_tokens / options.request_min_tokens_per_s``
+    seconds, with litellm_complete's default temperature and retries."""
+    from raydist.models.completion import litellm_complete
+
+    return litellm_complete(endpoint, timeout=options.request_timeout_base_s,
+                            min_tokens_per_s=options.request_min_tokens_per_s)
+
+
 def run_preparation(task: PrepTask, instance, options: ViewOptions, *, endpoint=None, docker_host=None,
                     base_image=None, cache_dir: str, limits: Mapping | None = None,
                     grading_timeout_s: float = 900) -> dict:
@@ -174,11 +187,7 @@ def run_preparation(task: PrepTask, instance, options: ViewOptions, *, endpoint=
     rewriter; L1 cannot run). Raises ``PreparationError`` for infrastructure failures and
     ``ValueError`` when L1 has no model.
     """
-    complete = None
-    if endpoint is not None:
-        from raydist.models.completion import litellm_complete
-
-        complete = litellm_complete(endpoint)
+    complete = None if endpoint is None else view_model_complete(endpoint, options)
     if task.kind == "L1":
         if complete is None:
             raise ValueError(f"L1 of {task.instance_id!r} needs a view model (view.model) and none is served")

@@ -16,22 +16,46 @@ class EmptyCompletion(RuntimeError):
     """The model answered with no text."""
 
 
+def request_timeout(max_tokens: int, base_s: float, min_tokens_per_s: float | None = None) -> float:
+    """Seconds one request for at most ``max_tokens`` completion tokens may take: ``base_s``
+    (connecting, queueing, reading the prompt) plus ``max_tokens / min_tokens_per_s``, the time
+    to generate the whole budget at the slowest rate that still counts as working. With
+    ``min_tokens_per_s`` None, ``base_s`` whatever the budget.
+
+    A fixed timeout fails every long request on a slow server: a 1024-token answer at the
+    5-8 tokens/s of a small model on a loaded 2-core CPU needs 128-205 s.
+
+    Raises:
+        ValueError: ``base_s`` or ``min_tokens_per_s`` not > 0, or ``max_tokens`` < 0.
+    """
+    if base_s <= 0 or (min_tokens_per_s is not None and min_tokens_per_s <= 0) or max_tokens < 0:
+        raise ValueError(f"request_timeout needs base_s > 0, min_tokens_per_s > 0 and max_tokens >= 0, "
+                         f"got {base_s}, {min_tokens_per_s} and {max_tokens}")
+    return base_s if min_tokens_per_s is None else base_s + max_tokens / min_tokens_per_s
+
+
 class LitellmCompletion:
     """``complete(messages, *, seed, max_tokens, grammar=None) -> str`` on one endpoint.
 
     Attributes:
         endpoint: where the model is reached.
+        timeout: seconds a request may take (``min_tokens_per_s`` None), else the base of
+            ``request_timeout``.
+        min_tokens_per_s: None, or the slowest generation rate a request is given time for.
         usage: running totals over every response received, ``{"input_tokens": prompt
             tokens, "output_tokens": completion tokens, "calls": responses}`` (failed
             requests are not counted; empty answers are).
     """
 
-    def __init__(self, endpoint: ModelEndpoint, *, temperature: float, timeout: float, retries: int):
+    def __init__(self, endpoint: ModelEndpoint, *, temperature: float, timeout: float, retries: int,
+                 min_tokens_per_s: float | None = None):
         if retries < 1:
             raise ValueError(f"retries must be at least 1, got {retries}")
+        request_timeout(0, timeout, min_tokens_per_s)  # refuses a timeout or rate that is not > 0
         self.endpoint = endpoint
         self.temperature = temperature
         self.timeout = timeout
+        self.min_tokens_per_s = min_tokens_per_s
         self.retries = retries
         self.usage = {"input_tokens": 0, "output_tokens": 0, "calls": 0}
 
@@ -41,7 +65,8 @@ class LitellmCompletion:
         Args:
             messages: chat messages (``{"role", "content"}`` dicts).
             seed: request seed (servers that honour it make the answer repeatable).
-            max_tokens: completion tokens at most.
+            max_tokens: completion tokens at most; with ``min_tokens_per_s`` it also sets how
+                long the request may take (``request_timeout``).
             grammar: GBNF constraining the answer; sent to local servers only (a hosted
                 model gets none, so callers must parse its answer leniently).
 
@@ -53,7 +78,8 @@ class LitellmCompletion:
         """
         kwargs = self.endpoint.request_kwargs() | {
             "temperature": self.temperature, "max_tokens": max_tokens, "seed": seed,
-            "timeout": self.timeout, "max_retries": 0, "drop_params": True,
+            "timeout": request_timeout(max_tokens, self.timeout, self.min_tokens_per_s),
+            "max_retries": 0, "drop_params": True,
         }
         if grammar is not None and self.endpoint.local:
             body = grammar_extra_body(self.endpoint.grammar_server, grammar)
@@ -75,7 +101,7 @@ class LitellmCompletion:
 
 
 def litellm_complete(endpoint: ModelEndpoint, *, temperature: float = 0.7, timeout: float = 120,
-                     retries: int = 3) -> LitellmCompletion:
+                     retries: int = 3, min_tokens_per_s: float | None = None) -> LitellmCompletion:
     """A ``complete(messages, *, seed, max_tokens, grammar=None) -> str`` callable on ``endpoint``.
 
     Each call is one ``litellm.completion`` with the endpoint's request arguments, its API key
@@ -85,10 +111,14 @@ def litellm_complete(endpoint: ModelEndpoint, *, temperature: float = 0.7, timeo
     Args:
         endpoint: where the model is reached.
         temperature: sampling temperature of every call.
-        timeout: seconds one request may take before it counts as a transient failure.
+        timeout: seconds one request may take before it counts as a transient failure; with
+            ``min_tokens_per_s``, the base to which each request's generation time is added.
         retries: attempts per call (>= 1) when the model is unreachable or overloaded.
+        min_tokens_per_s: None for a fixed ``timeout``; else a request for ``max_tokens`` may
+            take ``timeout + max_tokens / min_tokens_per_s`` seconds (``request_timeout``).
 
     Raises:
-        ValueError: ``retries`` < 1.
+        ValueError: ``retries`` < 1, or ``timeout`` or ``min_tokens_per_s`` not > 0.
     """
-    return LitellmCompletion(endpoint, temperature=temperature, timeout=timeout, retries=retries)
+    return LitellmCompletion(endpoint, temperature=temperature, timeout=timeout, retries=retries,
+                             min_tokens_per_s=min_tokens_per_s)

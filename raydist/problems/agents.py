@@ -26,8 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jinja2
-
 from raydist.problems._answers import (
     CONTEXT_MAX_CHARS,
     REASON_MAX_CHARS,
@@ -45,6 +43,7 @@ from raydist.problems._answers import (
 from raydist.problems._source import function_node
 from raydist.problems.llm import LLM
 from raydist.problems.seeds import Problem
+from raydist.prompts import DEFAULT_PROMPTS_DIR, read_templates, render
 
 __all__ = [
     "DEFAULT_PROMPTS_DIR", "VERDICT_GRAMMAR", "DycPrompts", "Rejected", "Verdicts", "clean_rewrite", "contexts_grammar",
@@ -53,8 +52,6 @@ __all__ = [
     "scenario_grammar", "solution_code", "validate",
 ]
 
-_REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_PROMPTS_DIR = _REPO_ROOT / "conf" / "prompts"
 PROMPT_FILES = {"scenario": "dyc_scenario", "context": "dyc_context", "rewrite": "dyc_rewrite",
                 "validate_semantic": "dyc_validate_semantic", "validate_solution": "dyc_validate_solution"}
 """Template name -> file stem under the prompts folder (``.j2``)."""
@@ -138,30 +135,20 @@ class DycPrompts:
         Raises:
             jinja2.UndefinedError: the template uses a variable that was not given.
         """
-        environment = jinja2.Environment(undefined=jinja2.StrictUndefined, trim_blocks=True,
-                                         lstrip_blocks=True, autoescape=False)
-        text = environment.from_string(getattr(self, name)).render(**variables).strip()
+        text = render(getattr(self, name), variables, trim_blocks=True, lstrip_blocks=True).strip()
         return [{"role": "user", "content": text}]
 
 
 def load_dyc_prompts(prompts_dir: str | Path = DEFAULT_PROMPTS_DIR) -> DycPrompts:
-    """Read the five ``dyc_*.j2`` templates of :data:`PROMPT_FILES` from ``prompts_dir``.
+    """Read the five ``dyc_*.j2`` templates of :data:`PROMPT_FILES` from ``prompts_dir`` (a
+    relative path is taken from the raydist checkout, not the working directory).
 
     Raises:
-        FileNotFoundError: a template is missing; the message names the file and the folder.
+        FileNotFoundError: a template is missing; the message names the file, the folder and
+            the five files it must hold.
         jinja2.TemplateSyntaxError: a template does not parse.
     """
-    folder = Path(prompts_dir)
-    texts = {}
-    for name, stem in PROMPT_FILES.items():
-        path = folder / f"{stem}.j2"
-        if not path.is_file():
-            raise FileNotFoundError(f"DyCodeEval prompt template {path.name} is missing from {folder}")
-        texts[name] = path.read_text(encoding="utf-8")
-    environment = jinja2.Environment(undefined=jinja2.StrictUndefined)
-    for text in texts.values():
-        environment.parse(text)  # fail at load time, not at the first call
-    return DycPrompts(**texts)
+    return DycPrompts(**read_templates(prompts_dir, PROMPT_FILES, "DyCodeEval"))
 
 
 def propose_scenarios(llm: LLM, domains: list[str], target: int, seed: int, *, prompts: DycPrompts | None = None,

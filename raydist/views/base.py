@@ -111,7 +111,14 @@ class ViewOptions:
     model: str = "gemma3-270m"
     """The LLM that writes L1 paraphrases and L4 rewrites: a ``local_models`` entry or a litellm name."""
     prompts_dir: str = "conf/prompts"
-    """Folder of the L1 and L4 prompt templates."""
+    """Folder of the L1 and L4 prompt templates (a relative path is taken from the raydist checkout)."""
+    request_timeout_base_s: float = 120.0
+    """Seconds a view-model request may take besides generating its answer (connecting,
+    queueing, reading the prompt)."""
+    request_min_tokens_per_s: float = 4.0
+    """The slowest generation the view model is given time for: a request for ``max_tokens``
+    may take ``request_timeout_base_s + max_tokens / request_min_tokens_per_s`` seconds (a
+    1024-token L4 rewrite 376 s, a 96-token L1 verdict 144 s, with the defaults)."""
 
     def __post_init__(self) -> None:
         if self.l3_files not in ("patched", "all"):
@@ -122,6 +129,16 @@ class ViewOptions:
                 raise ValueError(f"ViewOptions.{name}={value!r}; give a whole number of at least {least}")
         if not isinstance(self.model, str) or not self.model:
             raise ValueError(f"ViewOptions.model={self.model!r}; name a local_models entry or a litellm model")
+        for name in TIMING_OPTIONS:
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"ViewOptions.{name}={value!r}; give a number of seconds or tokens above 0")
+
+
+TIMING_OPTIONS = ("request_timeout_base_s", "request_min_tokens_per_s")
+"""``ViewOptions`` fields that bound how long a view-model call may wait, never what it
+answers: they are part of no unit key (``raydist.cluster.plan.unit_config_hash``) and of no
+preparation cache key (``raydist.cluster.prepare.task_key``), so changing them reruns nothing."""
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import jinja2
-
+from raydist.prompts import read_templates, render
 from raydist.views.l1_spans import missing_spans, normalise, protected_spans
 
 __all__ = [
@@ -101,30 +100,20 @@ class L1Prompts:
         Raises:
             jinja2.UndefinedError: the template uses a variable that was not given.
         """
-        environment = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
-        user = environment.from_string(getattr(self, name)).render(**variables).strip()
+        user = render(getattr(self, name), variables).strip()
         return [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
 
 
 def load_l1_prompts(prompts_dir: str | Path) -> L1Prompts:
-    """Read ``l1_paraphrase.j2``, ``l1_refine.j2`` and ``l1_verify.j2`` from ``prompts_dir``.
+    """Read ``l1_paraphrase.j2``, ``l1_refine.j2`` and ``l1_verify.j2`` from ``prompts_dir``
+    (a relative path is taken from the raydist checkout, not the working directory).
 
     Raises:
-        FileNotFoundError: a template is missing; the message names the file and the folder.
+        FileNotFoundError: a template is missing; the message names the file, the folder and
+            the three files it must hold.
         jinja2.TemplateSyntaxError: a template does not parse.
     """
-    folder = Path(prompts_dir)
-    texts = {}
-    for name in PROMPT_FILES:
-        path = folder / f"{name}.j2"
-        if not path.is_file():
-            raise FileNotFoundError(f"L1 prompt template {path.name} is missing from {folder}; "
-                                    f"the folder must hold {', '.join(n + '.j2' for n in PROMPT_FILES)}")
-        texts[name.removeprefix("l1_")] = path.read_text()
-    environment = jinja2.Environment(undefined=jinja2.StrictUndefined)
-    for text in texts.values():
-        environment.parse(text)  # fail at load time, not at the first attempt
-    return L1Prompts(**texts)
+    return L1Prompts(**read_templates(prompts_dir, {n.removeprefix("l1_"): n for n in PROMPT_FILES}, "L1"))
 
 
 @dataclass(frozen=True)

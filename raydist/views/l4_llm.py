@@ -27,8 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import jinja2
-
+from raydist.prompts import DEFAULT_PROMPTS_DIR, read_templates, render
 from raydist.views.l4_gate import REASONS, Proposal, check_answer
 from raydist.views.l4_splice import shown_function, source_lines
 
@@ -38,8 +37,6 @@ __all__ = [
     "rewrite_messages",
 ]
 
-_REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_PROMPTS_DIR = _REPO_ROOT / "conf" / "prompts"
 PROMPT_FILES = ("l4_rewrite", "l4_retry")
 MAX_TOKENS_CAP = 1024
 CHARS_PER_TOKEN = 3
@@ -69,17 +66,14 @@ class L4Prompts:
 
 def load_l4_prompts(prompts_dir: str | Path = DEFAULT_PROMPTS_DIR) -> L4Prompts:
     """Read ``l4_rewrite.j2`` and ``l4_retry.j2`` from ``prompts_dir`` (a relative path is taken
-    from the raydist checkout). Raises ``FileNotFoundError`` naming the missing file and folder."""
-    folder = Path(prompts_dir)
-    if not folder.is_absolute():
-        folder = _REPO_ROOT / folder
-    texts = {}
-    for name in PROMPT_FILES:
-        path = folder / f"{name}.j2"
-        if not path.is_file():
-            raise FileNotFoundError(f"L4 prompt template {path.name} is missing from {folder}")
-        texts[name.removeprefix("l4_")] = path.read_text()
-    return L4Prompts(**texts)
+    from the raydist checkout, not the working directory).
+
+    Raises:
+        FileNotFoundError: a template is missing; the message names the file, the folder and
+            the two files it must hold.
+        jinja2.TemplateSyntaxError: a template does not parse.
+    """
+    return L4Prompts(**read_templates(prompts_dir, {n.removeprefix("l4_"): n for n in PROMPT_FILES}, "L4"))
 
 
 def estimate_tokens(text: str) -> int:
@@ -129,9 +123,7 @@ def rewrite_grammar(function_source: str, max_lines: int | None = None) -> str:
 
 
 def _render(template: str, **context) -> str:
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-                             autoescape=False)
-    return env.from_string(template).render(**context)
+    return render(template, context, trim_blocks=True, lstrip_blocks=True)
 
 
 def _module_imports(module_source: str) -> str:
