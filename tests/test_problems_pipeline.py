@@ -194,3 +194,19 @@ def test_sigterm_stops_the_launch_keeps_finished_items_and_the_same_command_resu
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"{finished} variants finished before, {4 - finished} to generate" in again.stdout
     assert "| scripted | 2 | 1.000 | 2 | 0.000 |" in again.stdout
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("pipeline=everything", "pipeline='everything': choose one of full, generate, evaluate"),
+    ("evaluation.n=0", "n=0: give a whole number of at least 1"),
+    ("evaluation.k=[3]", "evaluation.k=[3] asks for more samples than evaluation.n=2; raise n or lower k"),
+    ("requests.min_tokens_per_s=0", "requests.min_tokens_per_s=0: give a number of seconds or tokens per second above 0"),
+    ("benchmark=builtin", "benchmark=builtin is a set of repository tasks: run `python -m raydist.launch benchmark=builtin`"),
+    ("benchmark.ids=[HumanEval/999]", "benchmark=humaneval: "),
+])
+def test_bad_configuration_is_one_clear_line_before_anything_runs(tmp_path, override, message):
+    res = launch(tmp_path, "http://127.0.0.1:9/v1", override)
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert res.stderr.strip().splitlines()[-1].startswith("raydist: error: ")
+    assert message in res.stderr
+    assert not (tmp_path / "problems" / "humaneval" / "scripted" / "variants").exists()

@@ -57,6 +57,9 @@ def job_from_config(cfg: DictConfig, run_dir: str):
         section = cfg.evaluation if key in cfg.evaluation else cfg.generation
         if not isinstance(section[key], int) or section[key] < 1:
             raise ProblemsError(f"{key}={section[key]!r}: give a whole number of at least 1")
+    for key, value in (cfg.get("requests") or {}).items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise ProblemsError(f"requests.{key}={value!r}: give a number of seconds or tokens per second above 0")
     if any(int(k) > int(cfg.evaluation.n) for k in cfg.evaluation.k):
         raise ProblemsError(f"evaluation.k={list(cfg.evaluation.k)} asks for more samples than evaluation.n="
                             f"{cfg.evaluation.n}; raise n or lower k")
@@ -76,6 +79,7 @@ def job_from_config(cfg: DictConfig, run_dir: str):
         run_dir=Path(run_dir), cache_dir=Path(cfg.cache_dir).expanduser(),
         docker_host=cfg.sandbox.docker_host, base_image=cfg.sandbox.base_image,
         ray=OmegaConf.to_container(cfg.cluster, resolve=True),
+        requests=OmegaConf.to_container(cfg.requests, resolve=True) if "requests" in cfg else {},
     )
     return job, problems
 

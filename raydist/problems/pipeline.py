@@ -43,6 +43,9 @@ class ProblemsJob:
     docker_host: str | None = None
     base_image: str | None = None
     ray: dict = field(default_factory=dict)
+    requests: dict = field(default_factory=dict)
+    """``timeout_base_s`` and ``min_tokens_per_s`` of every model request
+    (``raydist.models.completion.request_timeout``); defaults 120 s and 4 tokens/s."""
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -97,30 +100,36 @@ def current_records(job: "ProblemsJob", problems: list) -> tuple[list[dict], lis
 
 # --- stages (plain Python; the Ray tasks below only call these) ---------------------------
 
-def build_llm(endpoint, *, model: str, temperature: float, cache_dir: Path, log: list | None = None):
+def build_llm(endpoint, *, model: str, temperature: float, cache_dir: Path, log: list | None = None,
+              requests: dict | None = None):
     """A ``RecordedLLM`` on ``endpoint`` (``raydist.models.ModelEndpoint``): litellm with
-    retries, answers cached under ``cache_dir`` by request."""
+    retries, answers cached under ``cache_dir`` by request. A request for ``max_tokens`` may
+    take ``timeout_base_s + max_tokens / min_tokens_per_s`` seconds (``requests``; defaults
+    120 s and 4 tokens/s), so a 1024-token rewrite from a slow CPU server is waited for."""
     from raydist.models.completion import litellm_complete
     from raydist.problems.llm import RecordedLLM
 
-    return RecordedLLM(litellm_complete(endpoint, temperature=temperature), model=model, cache_dir=cache_dir,
-                       log=log)
+    requests = requests or {}
+    complete = litellm_complete(endpoint, temperature=temperature, timeout=float(requests.get("timeout_base_s", 120)),
+                                min_tokens_per_s=float(requests.get("min_tokens_per_s", 4)))
+    return RecordedLLM(complete, model=model, cache_dir=cache_dir, log=log)
 
 
-def generate_one(problem, scenario_pool: list[str], seed: int, endpoint, gen: dict, cache_dir: str) -> dict:
+def generate_one(problem, scenario_pool: list[str], seed: int, endpoint, gen: dict, cache_dir: str,
+                 requests: dict | None = None) -> dict:
     """One variant record (``Variant`` as a dict plus its LLM ``calls``) for ``problem`` and
     generation seed ``seed``."""
     from raydist.problems.agents import load_dyc_prompts
     from raydist.problems.generate import generate_variant
 
     llm = build_llm(endpoint, model=gen["model"], temperature=float(gen["temperature"]),
-                    cache_dir=Path(cache_dir) / "llm")
+                    cache_dir=Path(cache_dir) / "llm", requests=requests)
     variant = generate_variant(llm, problem, scenario_pool, seed, load_dyc_prompts(gen["prompts_dir"]))
     return {"variant": _variant_dict(variant), "calls": llm.calls}
 
 
 def evaluate_one(item, endpoint, model: str, ev: dict, limits: dict, cache_dir: str, docker_host, image: str,
-                 workers: int = 1) -> dict:
+                 workers: int = 1, requests: dict | None = None) -> dict:
     """n completions of ``item`` by ``model``, each scored in the sandbox: a record with one
     entry per sample (``passed``, ``status``, ``seconds``, ``solution``) and the LLM calls; a
     failed model call is recorded as the record's ``error`` (never dropped)."""
@@ -129,7 +138,8 @@ def evaluate_one(item, endpoint, model: str, ev: dict, limits: dict, cache_dir: 
     from raydist.problems.llm import LLMCallFailed
     from raydist.sandbox import connect
 
-    llm = build_llm(endpoint, model=model, temperature=float(ev["temperature"]), cache_dir=Path(cache_dir) / "llm")
+    llm = build_llm(endpoint, model=model, temperature=float(ev["temperature"]), cache_dir=Path(cache_dir) / "llm",
+                    requests=requests)
 
     def complete(messages, *, seed, max_tokens, grammar=None):
         return llm("solve", messages, seed=seed, max_tokens=max_tokens, grammar=grammar, problem_id=item.item_id)
@@ -236,7 +246,7 @@ def _generate(job: ProblemsJob, problems: list, cache: str) -> None:
             pool = json.loads(pool_path.read_text())
         else:
             llm = build_llm(endpoint, model=gen["model"], temperature=float(gen["temperature"]),
-                            cache_dir=Path(cache) / "llm")
+                            cache_dir=Path(cache) / "llm", requests=job.requests)
             from raydist.problems.llm import LLMCallFailed
 
             try:
@@ -253,7 +263,7 @@ def _generate(job: ProblemsJob, problems: list, cache: str) -> None:
             print(f"scenario pool: {len(pool)} scenarios ({len(proposed or [])} proposed by {gen['model']})",
                   flush=True)
         task = ray.remote(max_retries=0)(generate_one).options(num_cpus=job.ray.get("cpus_per_unit", 0.5))
-        _fan_out(task, todo, lambda pg: (pg[0], pool, pg[1], endpoint, gen, cache),
+        _fan_out(task, todo, lambda pg: (pg[0], pool, pg[1], endpoint, gen, cache, job.requests),
                  lambda out: (write_json(folder / f"{out['variant']['variant_id']}.json", out["variant"]),
                               _append_calls(job.run_dir, out["calls"])),
                  int(job.ray.get("max_concurrency", 2)), "variants")
@@ -286,7 +296,8 @@ def _evaluate(job: ProblemsJob, problems: list, cache: str, image: str, limits: 
                 _append_calls(job.run_dir, out.pop("calls", []))
                 write_json(folder / f"{keys[out['item_id']]}.json", out)
 
-            _fan_out(task, todo, lambda i: (i, endpoint, model, ev, limits, cache, job.docker_host, image), store,
+            _fan_out(task, todo, lambda i: (i, endpoint, model, ev, limits, cache, job.docker_host, image,
+                                              int(job.execution.get("workers", 1)), job.requests), store,
                      int(job.ray.get("max_concurrency", 2)), f"completions of {model}")
 
 
