@@ -150,8 +150,8 @@ def test_accepted_variants_are_checked_evaluated_and_scored(tmp_path, endpoint):
     assert "| char_noise |" in res.stdout
     # The script rewrites each seed the same way in both runs: every run repeats, every pair collides.
     assert "M = 2 runs per seed problem, scenario pool |S| = 11" in res.stdout
-    assert re.search(r"\| generated prompt \| 2 \| 1\.000 \| [0-9.]+ \| [0-9.]+ \| 1\.000 \| [0-9.]+ \| [0-9.]+ \| "
-                     r"1\.000 \|", res.stdout)
+    assert re.search(r"\| rewritten problem \| 2 \| 1\.000 \| [0-9.e-]+ \| [0-9.e-]+ \| 1\.000 \| [0-9.e-]+ \| "
+                     r"[0-9.e-]+ \| 1\.000 \|", res.stdout)
     assert "| scripted | 2 | 0.000 (2), 0.000 (2) | 0.000 ± 0.000 |" in res.stdout
     with open(run / "human_check.csv", newline="") as handle:
         pairs = list(csv.DictReader(handle))

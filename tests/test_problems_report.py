@@ -19,13 +19,14 @@ def variant(seed_id, g, scenario, prompt, accepted=False, canonical=None):
 # Three seeds, M = 3 runs each, a pool of |S| = 4 scenarios.
 #   A: scenarios x y x, prompts p1 p2 p1 -> first recurs, a collision
 #   B: scenarios y z w, prompts q1 q2 q3 -> neither
-#   C: scenarios z z z, prompts r1 (failed call) r3 -> scenario: both; prompt: C not counted
+#   C: scenarios z z z, prompts r1 (refused rewrite) r3 -> scenario: both; prompt: C not counted
 VARIANTS = [
     variant("A", 0, "x", "p1", True, True), variant("A", 1, "y", "p2", True, True),
     variant("A", 2, "x", "p1"),
     variant("B", 0, "y", "q1", True, True), variant("B", 1, "z", "q2", True, False),
     variant("B", 2, "w", "q3", True, True),
-    variant("C", 0, "z", "r1"), variant("C", 1, "z", None), variant("C", 2, "z", "r3"),
+    variant("C", 0, "z", "r1"), variant("C", 1, "z", "r1") | {"rejection": "rewrite: the rewrite is the seed prompt"},
+    variant("C", 2, "z", "r3"),
 ]
 
 
@@ -45,13 +46,13 @@ def test_collision_rates_and_theorem_values_by_hand():
     assert scenario == scenario | {"outcome": "scenario drawn", "seeds": 3, "repeat_rate": pytest.approx(2 / 3),
                                    "collision_rate": pytest.approx(2 / 3), "dataset_collision_rate": 0.0,
                                    "dataset_collision_exact": pytest.approx(1 / 64)}
-    # Prompts: C has a run without a prompt, so only A (repeat, collision) and B (neither).
-    assert prompt == prompt | {"outcome": "generated prompt", "seeds": 2, "repeat_rate": 0.5,
+    # Problems: C has a run whose rewrite was refused, so only A (repeat, collision) and B (neither).
+    assert prompt == prompt | {"outcome": "rewritten problem", "seeds": 2, "repeat_rate": 0.5,
                                "collision_rate": 0.5, "dataset_collision_rate": 0.0,
                                "dataset_collision_exact": pytest.approx(1 / 16)}
     text = collision_markdown(numbers)
     assert "M = 3 runs per seed problem, scenario pool |S| = 4" in text
-    assert "| generated prompt | 2 | 0.500 | 0.438 | 0.487 | 0.500 | 0.625 | 0.750 | 0.000 | 0.062 |" in text
+    assert "| rewritten problem | 2 | 0.500 | 0.438 | 0.487 | 0.500 | 0.625 | 0.75 | 0.000 | 0.0625 |" in text
 
 
 def test_identical_datasets_collide():

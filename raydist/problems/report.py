@@ -218,11 +218,13 @@ def collision_numbers(variants: list[dict], pool_size: int) -> dict:
     exact probabilities and bounds of Theorems 3.1-3.3 (``raydist.analysis.collision``).
 
     Two outcomes are compared: the scenario drawn (uniform over the pool, so N = |S| and the
-    theorems apply as stated) and the generated prompt (normalised text, rejected rewrites
-    included: a generation is a generation). The prompt space is at least as large as the
-    scenario space (contexts multiply it, §3.3), so the theorems with N = |S| bound the prompt
-    rates from above. Seeds count only when all their M runs produced the outcome; with
-    M < 2 there is nothing to compare and ``runs`` says so.
+    theorems apply as stated) and the rewritten prompt (normalised text) of runs whose rewrite
+    passed the rewriter's checks, i.e. a candidate problem (a rewrite refused as a copy of the
+    seed is not a generated problem, and would count as a collision of every run that made
+    it). The prompt space is at least as large as the scenario space (contexts multiply it,
+    §3.3), so the theorems with N = |S| bound the prompt rates from above. Seeds count only
+    when all their M runs produced the outcome; with M < 2 there is nothing to compare and
+    ``runs`` says so.
 
     Returns ``{"runs": M, "pool": |S|, "rows": [{"outcome", "seeds", "repeat_rate",
     "repeat_exact", "repeat_bound", "collision_rate", "collision_exact", "collision_bound",
@@ -237,8 +239,9 @@ def collision_numbers(variants: list[dict], pool_size: int) -> dict:
     out: dict = {"runs": runs, "pool": pool_size, "rows": []}
     if runs < 2 or pool_size < 1:
         return out
-    for outcome, field in (("scenario drawn", "scenario"), ("generated prompt", "prompt")):
-        per_seed = {k: g for k, g in _runs_by_seed(variants, field).items() if len(g) == runs}
+    problems = [v | {"problem": v["prompt"] if _is_candidate(v) else None} for v in variants]
+    for outcome, field in (("scenario drawn", "scenario"), ("rewritten problem", "problem")):
+        per_seed = {k: g for k, g in _runs_by_seed(problems, field).items() if len(g) == runs}
         row = {"outcome": outcome, "seeds": len(per_seed),
                "repeat_exact": col.repeat_probability(pool_size, 1, runs),
                "repeat_bound": col.repeat_bound(pool_size, 1, runs),
@@ -256,6 +259,19 @@ def collision_numbers(variants: list[dict], pool_size: int) -> dict:
     return out
 
 
+def _is_candidate(variant: dict) -> bool:
+    """The run produced a rewritten problem: a prompt that passed the rewriter's checks (the
+    validator may still have refused it)."""
+    rejection = variant.get("rejection") or ""
+    return bool(variant.get("prompt")) and not rejection.startswith(("contexts:", "rewrite:")) \
+        and not variant.get("error")
+
+
+def _p(value) -> str:
+    """A probability with three significant digits (theory values can be 1e-13)."""
+    return "n/a" if value is None else f"{value:.3g}"
+
+
 def collision_markdown(numbers: dict) -> str:
     """The §3.3 table of :func:`collision_numbers` as Markdown."""
     lines = ["", "## Collisions over M runs (§3.3, Theorems 3.1-3.3)", ""]
@@ -263,15 +279,15 @@ def collision_markdown(numbers: dict) -> str:
         return "\n".join(lines + [f"Needs at least 2 runs per seed problem (generation.variants_per_seed >= 2); "
                                   f"this launch has {numbers['runs']}."]) + "\n"
     lines += [f"M = {numbers['runs']} runs per seed problem, scenario pool |S| = {numbers['pool']}; theory with "
-              "N = |S| (for prompts an upper bound: contexts only enlarge the space).", "",
+              "N = |S| (for rewritten problems an upper bound: contexts only enlarge the space).", "",
               "| outcome | seeds | repeat rate (3.1) | exact | bound | collision rate (3.2) | exact | bound | "
               "dataset pair collision rate (3.3) | exact |",
               "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in numbers["rows"]:
-        lines.append(f"| {r['outcome']} | {r['seeds']} | {_fmt(r['repeat_rate'])} | {_fmt(r['repeat_exact'])} | "
-                     f"{_fmt(r['repeat_bound'])} | {_fmt(r['collision_rate'])} | {_fmt(r['collision_exact'])} | "
-                     f"{_fmt(r['collision_bound'])} | {_fmt(r['dataset_collision_rate'])} | "
-                     f"{_fmt(r['dataset_collision_exact'])} |")
+        lines.append(f"| {r['outcome']} | {r['seeds']} | {_fmt(r['repeat_rate'])} | {_p(r['repeat_exact'])} | "
+                     f"{_p(r['repeat_bound'])} | {_fmt(r['collision_rate'])} | {_p(r['collision_exact'])} | "
+                     f"{_p(r['collision_bound'])} | {_fmt(r['dataset_collision_rate'])} | "
+                     f"{_p(r['dataset_collision_exact'])} |")
     return "\n".join(lines) + "\n"
 
 
