@@ -199,3 +199,34 @@ def test_unknown_name_and_nothing_to_act_on_raise(problems):
         perturb(p["prompt"], p["entry_point"], "no_such_thing", 0)
     with pytest.raises(NotApplicable):
         perturb(p["prompt"], p["entry_point"], "demo_deletion", 0)
+
+
+# --- MBPP's layout: an instruction in prose, a blank line, the entry function's header ---------
+
+MBPP_FILE = __import__("pathlib").Path(__file__).resolve().parents[1].parent / "shared/data/mbpp/sanitized-mbpp.json"
+
+
+@pytest.mark.shared_data
+@pytest.mark.skipif(not MBPP_FILE.is_file(), reason=f"MBPP-sanitized not found at {MBPP_FILE} (shared reference data)")
+@pytest.mark.parametrize("name", sorted(PERTURBATIONS))
+def test_every_mbpp_prompt_gets_a_variant_in_its_own_layout_or_not_applicable(name):
+    from raydist.problems import load_mbpp
+
+    applied = 0
+    for problem in load_mbpp(MBPP_FILE):
+        instruction, header = problem.prompt.split("\n\n", 1)[0], problem.signature
+        try:
+            variant = perturb(problem.prompt, problem.entry_point, name, 0)
+        except NotApplicable:
+            continue
+        applied += 1
+        new_instruction, new_header = variant.rstrip("\n").rsplit("\n\n", 1)
+        assert variant != problem.prompt and variant.endswith(":\n")
+        if name in RENAMING:  # only the header (and the instruction's mention of the name) changes
+            assert ast.parse(new_header + "\n    pass\n").body[0].name != problem.entry_point or name != "function_rename"
+        else:
+            assert new_header == header and new_instruction != instruction
+    # Word- and character-level noise finds prose in every instruction; MBPP instructions carry
+    # no examples or description strings.
+    expected = {"demo_deletion": 0, "demo_insertion": 0, "doc_to_comments": 0}
+    assert applied == expected.get(name, applied) and (applied > 400 or name in expected), applied

@@ -12,6 +12,9 @@ measurement only. ``variable_rename`` keeps positional calls working but breaks 
 
 A perturbation that finds nothing to act on raises :class:`NotApplicable` rather than returning
 the prompt unchanged, so a diversity table never counts a copy as a variant.
+
+:func:`perturb` also takes MBPP's layout (an instruction in prose, a blank line, the entry
+function's header): the instruction is perturbed as the description string would be.
 """
 
 from __future__ import annotations
@@ -201,7 +204,40 @@ def perturb(prompt: str, entry_point: str, name: str, seed: int) -> str:
         fn = PERTURBATIONS[name]
     except KeyError:
         raise ValueError(f"unknown perturbation {name!r}; known: {', '.join(PERTURBATIONS)}") from None
-    return fn(prompt, entry_point, random.Random(f"{name}:{seed}"))
+    rng = random.Random(f"{name}:{seed}")
+    try:
+        ast.parse(prompt)
+    except SyntaxError:
+        return _on_instruction(fn, name, prompt, entry_point, rng)
+    return fn(prompt, entry_point, rng)
+
+
+def _on_instruction(fn: Perturbation, name: str, prompt: str, entry_point: str, rng: random.Random) -> str:
+    """``fn`` on an MBPP-style prompt (an instruction in prose, a blank line, the entry
+    function's header): the instruction acts as the function's description string, and the
+    result comes back in the same layout (instruction, blank line, header). Raises
+    NotApplicable when the prompt is not in that layout, for ``doc_to_comments`` (an
+    instruction is no description string to turn into comments), and when the instruction
+    cannot stand in a raw string literal."""
+    headers = list(re.finditer(rf"^(?:async\s+)?def\s+{re.escape(entry_point)}\s*\(", prompt, re.MULTILINE))
+    if not headers:
+        raise NotApplicable(f"prompt does not parse and has no header of {entry_point!r}")
+    instruction, header = prompt[:headers[-1].start()].strip("\n"), prompt[headers[-1].start():].rstrip("\n")
+    if name == "doc_to_comments":
+        raise NotApplicable("the prompt's instruction is prose, not a description string")
+    if not instruction or '"""' in instruction or instruction.endswith(("\\", '"')):
+        raise NotApplicable("the instruction cannot stand as a description string")
+    as_code = f'{header}\n    r"""{instruction}"""\n'
+    try:
+        ast.parse(as_code)
+    except SyntaxError as e:
+        raise NotApplicable(f"prompt does not parse: {e}") from e
+    out = fn(as_code, entry_point, rng)
+    tree = ast.parse(out)
+    function = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)][-1]
+    node = description_node(function)
+    new_header = "\n".join(out.split("\n")[: node.lineno - 1])
+    return f"{description(out, function.name).text}\n\n{new_header}\n"
 
 
 def _words(prompt: str) -> set[str]:
