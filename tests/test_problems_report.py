@@ -131,3 +131,23 @@ def test_only_records_of_the_current_configuration_are_reported(tmp_path):
     variants, completions = current_records(job, problems)
     assert sorted(v["generation_seed"] for v in variants) == [0, 1]
     assert completions == [{"model": "m", "item_id": "HumanEval/0", "n": 2}]
+
+
+MBPP_FILE = __import__("pathlib").Path(__file__).resolve().parents[1].parent / "shared/data/mbpp/sanitized-mbpp.json"
+
+
+@pytest.mark.shared_data
+@pytest.mark.skipif(not MBPP_FILE.is_file(), reason=f"MBPP-sanitized not found at {MBPP_FILE} (shared reference data)")
+def test_the_diversity_table_of_mbpp_seeds_has_every_applicable_baseline(tmp_path):
+    from types import SimpleNamespace
+
+    from raydist.problems import load_mbpp
+    from raydist.problems.report import diversity_markdown
+
+    job = SimpleNamespace(analysis={"baselines": ["char_noise", "token_noise", "doc_to_comments",
+                                                  "function_rename"]})
+    text = diversity_markdown(job, load_mbpp(MBPP_FILE, limit=3), [])
+    for name in ("char_noise", "token_noise", "function_rename"):
+        assert f"| {name} | 3 | 6 |" in text  # 3 seeds x 2 perturbation seeds
+    assert "doc_to_comments" not in text  # not applicable to a prose instruction
+    assert "| dycodeeval | 0 | 0 | n/a | n/a | n/a | n/a |" in text
