@@ -290,6 +290,30 @@ def test_every_humaneval_seed_prompt_fits_its_own_rewrite_grammar():
         assert whole == forced + middle + closing and closing[:3] not in middle, seed.problem_id
 
 
+MBPP_FILE = Path(__file__).resolve().parents[1].parent / "shared/data/mbpp/sanitized-mbpp.json"
+
+
+@pytest.mark.shared_data
+@pytest.mark.skipif(not MBPP_FILE.is_file(), reason=f"MBPP-sanitized not found at {MBPP_FILE} (shared reference data)")
+def test_every_mbpp_seed_prompt_fits_its_own_instruction_grammar_which_llama_cpp_parses():
+    import re
+
+    from llama_cpp import LlamaGrammar
+
+    for seed in load_seeds("mbpp", path=str(MBPP_FILE)):
+        grammar = rewrite_grammar(seed)
+        root, line = grammar.splitlines()
+        lines, chars = int(re.search(r"line\{1,(\d+)\}", root)[1]), int(re.search(r"\{0,(\d+)\}", line)[1])
+        assert lines >= 6 and chars >= 399
+        assert root == f'root ::= "```\\n" line{{1,{lines}}} {json.dumps(chr(10) + seed.signature + chr(10) + "```")}'
+        assert line == f'line ::= [^`\\n ] [^`\\n]{{0,{chars}}} "\\n"'
+        # the same language as a regular expression: the seed itself is a sentence of it
+        language = re.compile(rf"```\n(?:[^`\n ][^`\n]{{0,{chars}}}\n){{1,{lines}}}\n" + re.escape(seed.signature)
+                              + r"\n```")
+        assert language.fullmatch("```\n" + seed.prompt.rstrip("\n") + "\n```"), seed.problem_id
+    assert LlamaGrammar.from_string(grammar, verbose=False) is not None
+
+
 # --- Validator -------------------------------------------------------------------------
 
 

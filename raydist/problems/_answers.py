@@ -113,14 +113,16 @@ def rewrite_grammar(problem: Problem) -> str | None:
     only the docstring's text is free (it cannot contain the closing quotes).
 
     A seed whose entry point has no triple-quoted docstring gets the text up to its signature
-    line forced and free lines (none starting with a backtick) after it. Only for seeds whose
-    text before the signature is Python (HumanEval: imports and helper functions); None for
-    the others (MBPP puts its instruction first), which get no grammar. Hosted models get no
-    grammar either, so :func:`rewrite_rejection` checks the answer in every case.
+    line forced and free lines (none starting with a backtick) after it. A seed whose text
+    before the signature is prose and which ends with the signature (MBPP: instruction, blank
+    line, header) gets :func:`_instruction_grammar`. None for any other layout. Hosted models
+    get no grammar, so :func:`rewrite_rejection` checks the answer in every case.
     """
     start = problem.prompt.find(problem.signature)
-    if start < 0 or not _is_code(problem.prompt[:start]):
+    if start < 0:
         return None
+    if not _is_code(problem.prompt[:start]):
+        return _instruction_grammar(problem, start)
     head = "```python\n" + problem.prompt[:start + len(problem.signature)].lstrip("\n")
     opening = _docstring_opening(problem, start + len(problem.signature))
     if opening is None:
@@ -133,6 +135,26 @@ def rewrite_grammar(problem: Problem) -> str | None:
     closing = gbnf_literal(quote * 3 + "\n```")
     return (f"root ::= {gbnf_literal(head + opening)} text {closing}\n"
             f'text ::= ( [^{char}] | "{char}" [^{char}] | "{char}{char}" [^{char}] )*\n')
+
+
+INSTRUCTION_MAX_LINES = 6
+INSTRUCTION_LINE_MAX_CHARS = 400
+
+
+def _instruction_grammar(problem: Problem, start: int) -> str | None:
+    """GBNF for MBPP's layout: a ``` block of free instruction lines (none empty, starting
+    with a space or holding a backtick), a blank line, then the seed's signature line verbatim
+    and the closing fence. At most ``INSTRUCTION_MAX_LINES`` lines of at most
+    ``INSTRUCTION_LINE_MAX_CHARS`` characters, or twice the seed instruction's when that is
+    more. None when the seed prompt holds more than its signature after the instruction."""
+    if problem.prompt[start + len(problem.signature):].strip():
+        return None
+    lines = problem.prompt[:start].strip("\n").split("\n")
+    max_lines = max(INSTRUCTION_MAX_LINES, 2 * len(lines))
+    max_chars = max(INSTRUCTION_LINE_MAX_CHARS, 2 * max(len(line) for line in lines))
+    signature = gbnf_literal("\n" + problem.signature + "\n```")
+    return (f'root ::= "```\\n" line{{1,{max_lines}}} {signature}\n'
+            f'line ::= [^`\\n ] [^`\\n]{{0,{max_chars - 1}}} "\\n"\n')
 
 
 def _docstring_opening(problem: Problem, signature_end: int) -> str | None:
