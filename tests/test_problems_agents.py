@@ -39,6 +39,7 @@ from raydist.problems.agents import (
     parse_scenarios,
     parse_verdict,
     rewrite_grammar,
+    rewrite_rejection,
 )
 from raydist.problems.generate import HUMAN_CHECK_COLUMNS, VARIANTS_SCHEMA
 
@@ -253,6 +254,25 @@ def test_rewrite_with_a_changed_example_output_is_rejected_with_its_number(tmp_p
     with pytest.raises(Rejected) as caught:
         rewrite_prompt(llm, problem, "bakery", {}, 0, prompts=PROMPTS)
     assert str(caught.value) == "rewrite: the rewrite lacks example(s) 2 of the seed"
+
+
+def test_rewrite_that_echoes_the_request_is_rejected_with_the_line(tmp_path, problem):
+    echo = "Rewrite the programming problem below so that it is set in this scenario: bakery"
+    answer = GOOD_REWRITE.replace('    """', f'    """{echo}\n', 1)
+    llm, _ = recorded(tmp_path, rewrite=answer)
+    with pytest.raises(Rejected) as caught:
+        rewrite_prompt(llm, problem, "bakery", {"numbers": "weights", "threshold": "tolerance"}, 0,
+                       prompts=PROMPTS)
+    assert str(caught.value) == f"rewrite: the rewrite copies the request: {echo!r}"
+
+
+def test_a_rewrite_may_use_the_contexts_words_and_the_seeds_own_lines():
+    problem = load_seeds("humaneval", ids=["HumanEval/0"])[0]
+    request = ("Rewrite the programming problem below so that it is set in this scenario: bakery\n"
+               "- numbers: weights of the loaves baked this morning\n" + problem.prompt)
+    variant = problem.prompt.replace("Check if in given list of numbers",
+                                     "Check if among the weights of the loaves baked this morning")
+    assert rewrite_rejection(problem, variant, request) is None
 
 
 def test_rewrite_that_repeats_the_seed_is_rejected(tmp_path, problem):

@@ -212,19 +212,29 @@ def missing_examples(problem: Problem, variant_prompt: str) -> list[int]:
     return missing
 
 
-def rewrite_rejection(problem: Problem, variant_prompt: str) -> str | None:
+ECHO_MIN_CHARS = 20
+"""A request line at least this long found verbatim in a rewrite is an echo of the request."""
+
+
+def rewrite_rejection(problem: Problem, variant_prompt: str, request: str = "") -> str | None:
     """Why ``variant_prompt`` cannot be a variant of ``problem`` (§3.2: the signature and the
     examples' inputs and outputs are kept), or None when it can.
 
     Reasons, checked in this order: ``"the rewrite is empty"``, ``"the rewrite is the seed
-    prompt unchanged"``, ``"the rewrite lacks the signature line <signature>"`` (verbatim,
-    as ``repr``), ``"the rewrite lacks example(s) 1, 3 of the seed"``, and for a seed
-    prompt that is Python, ``"the rewrite is not valid Python (<error> at line <n>)"``.
+    prompt unchanged"``, ``"the rewrite copies the request: <line>"`` (a line of at least
+    ``ECHO_MIN_CHARS`` characters of ``request``, the rewriter's instructions as sent, that is
+    not in the seed prompt: small models echo their instructions), ``"the rewrite lacks the
+    signature line <signature>"`` (verbatim, as ``repr``), ``"the rewrite lacks example(s) 1,
+    3 of the seed"``, and for a seed prompt that is Python, ``"the rewrite is not valid
+    Python (<error> at line <n>)"``.
     """
     if not variant_prompt.strip():
         return "the rewrite is empty"
     if variant_prompt.strip() == problem.prompt.strip():
         return "the rewrite is the seed prompt unchanged"
+    echo = _echoed_line(variant_prompt, request, problem.prompt)
+    if echo is not None:
+        return f"the rewrite copies the request: {echo!r}"
     if problem.signature not in variant_prompt:
         return f"the rewrite lacks the signature line {problem.signature!r}"
     missing = missing_examples(problem, variant_prompt)
@@ -232,6 +242,17 @@ def rewrite_rejection(problem: Problem, variant_prompt: str) -> str | None:
         return f"the rewrite lacks example(s) {', '.join(map(str, missing))} of the seed"
     if _is_code(problem.prompt) and not _is_code(variant_prompt):
         return f"the rewrite is not valid Python ({_syntax_error(variant_prompt)})"
+    return None
+
+
+def _echoed_line(variant_prompt: str, request: str, seed_prompt: str) -> str | None:
+    """The first line of ``request`` (stripped, at least ``ECHO_MIN_CHARS`` long, not a line of
+    the seed prompt) that ``variant_prompt`` holds, else None."""
+    seed_lines = {line.strip() for line in seed_prompt.splitlines()}
+    for line in request.splitlines():
+        line = line.strip().removeprefix("- ").strip()
+        if len(line) >= ECHO_MIN_CHARS and line not in seed_lines and line in variant_prompt:
+            return line
     return None
 
 

@@ -238,7 +238,8 @@ def rewrite_prompt(llm: LLM, problem: Problem, scenario: str, contexts: dict[str
     to tell the problem in 1-3 sentences, and to keep the signature line and every example
     verbatim; for HumanEval-style prompts ``rewrite_grammar`` also forces the text up to the
     signature. The answer is unwrapped (:func:`~raydist.problems._answers.clean_rewrite`)
-    and checked without a model (:func:`rewrite_rejection`).
+    and checked without a model (:func:`rewrite_rejection`, which also refuses an echo of
+    the request's own lines).
 
     Returns:
         The variant prompt, ending with a newline.
@@ -254,7 +255,7 @@ def rewrite_prompt(llm: LLM, problem: Problem, scenario: str, contexts: dict[str
     answer = llm("rewrite", messages, seed=seed, max_tokens=rewrite_budget(problem),
                  grammar=rewrite_grammar(problem), problem_id=problem.problem_id)
     variant = clean_rewrite(answer)
-    reason = rewrite_rejection(problem, variant)
+    reason = rewrite_rejection(problem, variant, request=messages[-1]["content"])
     if reason is not None:
         raise Rejected("rewrite", reason, candidate=variant or None)
     return variant

@@ -147,6 +147,9 @@ def summary_markdown(job, numbers: dict) -> str:
              "", f"Accepted (both YES and every deterministic check): {numbers['accepted']} of {numbers['variants']}. "
              f"Canonical solution passes the accepted variants' tests: {numbers['canonical_passed']} of "
              f"{numbers['canonical_checked']}."]
+    if numbers["accepted"]:
+        lines += ["", f"The validator's verdicts are {gen['model']}'s own: review the pairs in human_check.csv "
+                      "(Appendix D) before trusting the accepted variants, above all from a small model."]
     if numbers["accepted"] < max(1, numbers["variants"] // 4):
         lines += ["", f"Few variants were accepted: {gen['model']} is too weak a generator for DyCodeEval's "
                       "agents (§4.6 reports 83-95% consistency only with much larger models). Point "
