@@ -275,6 +275,28 @@ def test_a_rewrite_may_use_the_contexts_words_and_the_seeds_own_lines():
     assert rewrite_rejection(problem, variant, request) is None
 
 
+def test_a_near_copy_of_the_seed_is_rejected_with_its_similarity():
+    problem = load_seeds("humaneval", ids=["HumanEval/0"])[0]
+    typo = problem.prompt.replace("closer to each other", "closer to each  other").replace("given threshold",
+                                                                                          "the given threshold")
+    assert rewrite_rejection(problem, typo) == "the rewrite is a near copy of the seed (similarity 0.98)"
+
+
+def test_a_rewrite_that_leaves_the_scenario_out_is_rejected():
+    problem = load_seeds("humaneval", ids=["HumanEval/0"])[0]
+    vague = problem.prompt.replace("Check if in given list of numbers, are any two numbers closer to each other than\n"
+                                   "    given threshold.", "Write your solution in the code provided below.")
+    assert vague != problem.prompt
+    grounding = ["stock control for a bakery", "weights of the loaves baked this morning"]
+    assert rewrite_rejection(problem, vague, grounding=grounding) == (
+        "the rewrite is not set in the scenario: it uses no word of the scenario or the contexts")
+    told = vague.replace("Write your solution in the code provided below.",
+                         "Do any two loaves on the bakery shelf weigh within the tolerance of each other?")
+    assert rewrite_rejection(problem, told, grounding=grounding) is None
+    # words the seed already uses prove nothing: no new word, no check
+    assert rewrite_rejection(problem, vague, grounding=["numbers", "threshold"]) is None
+
+
 def test_rewrite_that_repeats_the_seed_is_rejected(tmp_path, problem):
     llm, _ = recorded(tmp_path, rewrite=f"```python\n{problem.prompt}```")
     with pytest.raises(Rejected) as caught:

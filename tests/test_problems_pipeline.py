@@ -28,9 +28,15 @@ pytestmark = [pytest.mark.docker, pytest.mark.ray]
 
 
 def rewrite_of(problem) -> str:
-    """A faithful variant: the seed prompt with a scenario sentence opening its docstring."""
+    """A variant as the rewriter should write it: the docstring's prose retold in a bakery,
+    the signature and every example line kept."""
     quote = '"""' if '"""' in problem.prompt else "'''"
-    return problem.prompt.replace(quote, quote + " In a bakery's stock room. ", 1)
+    head, rest = problem.prompt.split(quote, 1)
+    doc, tail = rest.split(quote, 1)
+    kept = {line.strip() for example in problem.examples for line in example.splitlines()}
+    examples = [line for line in doc.splitlines() if line.strip() in kept and line.strip()]
+    story = " In the bakery's stock room, the baker asks the same question of the loaves on the shelf.\n"
+    return head + quote + story + "\n".join(examples) + "\n    " + quote + tail
 
 
 # What the scripted model under test writes for the variants of each seed, by request seed

@@ -6,8 +6,10 @@ models get no grammar), and the deterministic checks of a rewritten prompt.
 from __future__ import annotations
 
 import ast
+import difflib
 import re
 import string
+from collections.abc import Sequence
 
 from raydist.problems._source import function_node, parse
 from raydist.problems.seeds import Problem
@@ -216,7 +218,29 @@ ECHO_MIN_CHARS = 20
 """A request line at least this long found verbatim in a rewrite is an echo of the request."""
 
 
-def rewrite_rejection(problem: Problem, variant_prompt: str, request: str = "") -> str | None:
+NEAR_COPY_SIMILARITY = 0.9
+"""A rewrite whose description (signature and example lines left out, whitespace normalised)
+is at least this similar to the seed's (``difflib`` ratio) is a near copy, not a variant."""
+
+_STOPWORDS = frozenset("""
+about also been being between could does each from have into just like many more most much must only other
+over same should some such than that their them then there these they this those through under very were what
+when where which while will with within would your
+""".split())
+
+
+def _content_words(text: str) -> set[str]:
+    return {w.lower() for w in re.findall(r"[A-Za-z]{4,}", text)} - _STOPWORDS
+
+
+def _description_text(problem: Problem, prompt: str) -> str:
+    """``prompt`` without its signature line and the seed's example lines, whitespace normalised."""
+    fixed = {problem.signature.strip()} | {line.strip() for ex in problem.examples for line in ex.splitlines()}
+    return " ".join(" ".join(line.split()) for line in prompt.splitlines() if line.strip() not in fixed).strip()
+
+
+def rewrite_rejection(problem: Problem, variant_prompt: str, request: str = "",
+                      grounding: Sequence[str] = ()) -> str | None:
     """Why ``variant_prompt`` cannot be a variant of ``problem`` (§3.2: the signature and the
     examples' inputs and outputs are kept), or None when it can.
 
@@ -225,8 +249,11 @@ def rewrite_rejection(problem: Problem, variant_prompt: str, request: str = "") 
     ``ECHO_MIN_CHARS`` characters of ``request``, the rewriter's instructions as sent, that is
     not in the seed prompt: small models echo their instructions), ``"the rewrite lacks the
     signature line <signature>"`` (verbatim, as ``repr``), ``"the rewrite lacks example(s) 1,
-    3 of the seed"``, and for a seed prompt that is Python, ``"the rewrite is not valid
-    Python (<error> at line <n>)"``.
+    3 of the seed"``, for a seed prompt that is Python ``"the rewrite is not valid Python
+    (<error> at line <n>)"``, ``"the rewrite is a near copy of the seed (similarity <r>)"``
+    (``NEAR_COPY_SIMILARITY``), and ``"the rewrite is not set in the scenario: ..."`` when
+    ``grounding`` (the scenario and the contexts) has content words the seed does not use
+    and the rewrite uses none of them (§3.2: the rewriter tailors the prompt to them).
     """
     if not variant_prompt.strip():
         return "the rewrite is empty"
@@ -242,6 +269,13 @@ def rewrite_rejection(problem: Problem, variant_prompt: str, request: str = "") 
         return f"the rewrite lacks example(s) {', '.join(map(str, missing))} of the seed"
     if _is_code(problem.prompt) and not _is_code(variant_prompt):
         return f"the rewrite is not valid Python ({_syntax_error(variant_prompt)})"
+    similarity = difflib.SequenceMatcher(None, _description_text(problem, problem.prompt),
+                                         _description_text(problem, variant_prompt), autojunk=False).ratio()
+    if similarity >= NEAR_COPY_SIMILARITY:
+        return f"the rewrite is a near copy of the seed (similarity {similarity:.2f})"
+    new_words = _content_words(" ".join(grounding)) - _content_words(problem.prompt)
+    if new_words and not new_words & _content_words(variant_prompt):
+        return "the rewrite is not set in the scenario: it uses no word of the scenario or the contexts"
     return None
 
 

@@ -255,7 +255,8 @@ def rewrite_prompt(llm: LLM, problem: Problem, scenario: str, contexts: dict[str
     answer = llm("rewrite", messages, seed=seed, max_tokens=rewrite_budget(problem),
                  grammar=rewrite_grammar(problem), problem_id=problem.problem_id)
     variant = clean_rewrite(answer)
-    reason = rewrite_rejection(problem, variant, request=messages[-1]["content"])
+    reason = rewrite_rejection(problem, variant, request=messages[-1]["content"],
+                               grounding=[scenario, *contexts.values()])
     if reason is not None:
         raise Rejected("rewrite", reason, candidate=variant or None)
     return variant
