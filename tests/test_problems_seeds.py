@@ -302,6 +302,22 @@ def test_malformed_mbpp_file_that_is_not_a_list_or_not_json(tmp_path):
         load_mbpp(path)
 
 
+def test_mbpp_files_that_are_not_text_lists_or_files_are_named(tmp_path):
+    path = tmp_path / "mbpp.json"
+    path.write_bytes(b'[{"prompt": "caf\xe9"}]')
+    with pytest.raises(MalformedProblem, match=rf"^{path}: record \(whole file\): is not UTF-8 text \(byte 0xe9 at "
+                                               r"position 16\)$"):
+        load_mbpp(path)
+    path.write_text("[]")
+    with pytest.raises(MalformedProblem, match=rf"^{path}: record \(whole file\): holds no records$"):
+        load_mbpp(path)
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(MalformedProblem, match=r"nests too deeply to be a JSON list of records$"):
+        load_mbpp(path)
+    with pytest.raises(FileNotFoundError, match=rf"'{tmp_path}' is not a regular file; give the path of the JSON"):
+        load_seeds("mbpp", path=tmp_path)
+
+
 def test_repeated_mbpp_task_id_names_both_records(tmp_path):
     path = tmp_path / "mbpp.json"
     path.write_text(json.dumps([GOOD, {**GOOD, "task_id": 6}, GOOD]))

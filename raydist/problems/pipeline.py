@@ -81,6 +81,51 @@ def completion_key(model: str, item_id: str, n: int, temperature: float, max_tok
                         "scoring": SCORING_VERSION}, 24)
 
 
+class RunDirMismatch(ValueError):
+    """The run directory holds variants made under other generation settings."""
+
+
+#: Generation settings a variant depends on beyond its id (seed problem, generation seed,
+#: generator): a run directory keeps one set of them.
+RUN_SETTINGS = ("domains", "scenarios", "temperature", "seed")
+
+
+def run_settings(job: "ProblemsJob") -> dict:
+    """What the variants of ``job``'s run directory depend on besides their ids: the
+    generation settings of ``RUN_SETTINGS``, the agents' prompt templates (a digest) and the
+    seed source."""
+    from raydist.problems.agents import load_dyc_prompts
+
+    prompts = load_dyc_prompts(job.generation["prompts_dir"])
+    return {**{k: job.generation[k] for k in RUN_SETTINGS}, "dataset": job.dataset,
+            "source": None if job.source is None else str(job.source),
+            "prompts": stable_hash(asdict(prompts), 16)}
+
+
+def check_run_dir(job: "ProblemsJob") -> None:
+    """Record ``run_settings`` in ``<run_dir>/settings.json`` on the first launch; on a later
+    one, refuse to mix: finished variants made under other settings would be reused as if
+    they were this launch's.
+
+    Raises RunDirMismatch naming the settings that differ and what to do.
+    """
+    path = job.run_dir / "settings.json"
+    settings = run_settings(job)
+    if path.is_file():
+        try:
+            before = json.loads(path.read_text())
+        except json.JSONDecodeError:
+            before = None
+        if isinstance(before, dict) and before != settings:
+            changed = sorted(k for k in settings.keys() | before.keys() if settings.get(k) != before.get(k))
+            raise RunDirMismatch(
+                f"{job.run_dir} holds variants made with other settings ({', '.join(changed)} differ); choose "
+                "another output_root for these settings, or remove that run directory to start over")
+        if isinstance(before, dict):
+            return
+    write_json(path, settings)
+
+
 def current_records(job: "ProblemsJob", problems: list) -> tuple[list[dict], list[dict]]:
     """The variant and completion records of the run directory that belong to this launch's
     configuration: variants of these seed problems with generation seeds
@@ -193,6 +238,7 @@ def run_problems(job: ProblemsJob, problems: list) -> dict:
     from raydist.sandbox import connect, ensure_base_image
 
     run_dir, cache = job.run_dir, str(job.cache_dir / "problems")
+    check_run_dir(job)
     client = connect(job.docker_host)
     image = ensure_base_image(client, job.base_image)
     init_ray(RayOptions(**job.ray))
@@ -208,6 +254,9 @@ def run_problems(job: ProblemsJob, problems: list) -> dict:
         for variant, ok in zip(todo, canonical_check(todo, job.docker_host, image, limits, workers)):
             variant["canonical_passed"] = ok
             write_json(run_dir / "variants" / f"{variant['variant_id']}.json", variant)
+    if job.pipeline == "evaluate" and not current_records(job, problems)[0]:
+        print(f"note: {run_dir / 'variants'} holds no variants of these settings: run pipeline=generate (or full) "
+              "first; evaluating the seed problems only", flush=True)
     if job.pipeline in ("full", "evaluate"):
         _evaluate(job, problems, cache, image, limits)
     from raydist.problems.report import report

@@ -116,11 +116,14 @@ def summary_numbers(variants: list[dict], rows: list[dict], problems: list, ks: 
                 counts[1] += int(r["passed"])
         out["models"][model] = {
             "seeds": len(seeds), "variant_seeds": len(per_variant),
+            "failed_calls": len({r["item_id"] for r in mine if r["status"] == "error" and r.get("error")}),
+            "prompts": len({r["item_id"] for r in mine}),
             **{f"pass@{k}": mean_pass_at_k(seeds, k) if seeds and all(n >= k for n, _ in seeds.values()) else None
                for k in ks},
             **{f"DyPass@{k}": dypass_at_k({s: [tuple(c) for c in vs.values()] for s, vs in per_variant.items()}, k)
                if per_variant else None for k in ks},
         }
+    out["failed_items"] = out["failed_calls"] + sum(m["failed_calls"] for m in out["models"].values())
     return out
 
 
@@ -150,7 +153,10 @@ def summary_markdown(job, numbers: dict) -> str:
     if numbers["accepted"]:
         lines += ["", f"The validator's verdicts are {gen['model']}'s own: review the pairs in human_check.csv "
                       "(Appendix D) before trusting the accepted variants, above all from a small model."]
-    if numbers["accepted"] < max(1, numbers["variants"] // 4):
+    if numbers["variants"] and numbers["failed_calls"] == numbers["variants"]:
+        lines += ["", f"No variant was generated: every call to {gen['model']} failed (is its endpoint reachable? "
+                      "see llm_calls.jsonl). The same command retries them."]
+    elif numbers["accepted"] < max(1, numbers["variants"] // 4):
         lines += ["", f"Few variants were accepted: {gen['model']} is too weak a generator for DyCodeEval's "
                       "agents (§4.6 reports 83-95% consistency only with much larger models). Point "
                       "generation.model at a stronger OpenAI-compatible endpoint to get a usable dynamic set; "
@@ -159,9 +165,13 @@ def summary_markdown(job, numbers: dict) -> str:
     lines += ["", "| model | seeds | " + " | ".join(f"pass@{k}" for k in ks) + " | seeds with variants | "
               + " | ".join(f"DyPass@{k}" for k in ks) + " |",
               "|---|---:|" + "---:|" * len(ks) + "---:|" + "---:|" * len(ks)]
+    failed = [f"{model}: {m['failed_calls']} of {m['prompts']} prompts got no answer (scored as failed; retried "
+              "by the same command)" for model, m in numbers["models"].items() if m["failed_calls"]]
     for model, m in numbers["models"].items():
         lines.append(f"| {model} | {m['seeds']} | " + " | ".join(_fmt(m[f'pass@{k}']) for k in ks)
                      + f" | {m['variant_seeds']} | " + " | ".join(_fmt(m[f'DyPass@{k}']) for k in ks) + " |")
+    if failed:
+        lines += [""] + [f"Model calls failed: {line}." for line in failed]
     return "\n".join(lines) + "\n"
 
 

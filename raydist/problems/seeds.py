@@ -103,6 +103,9 @@ def load_seeds(
     if dataset == "mbpp":
         if path is not None and str(path).startswith(HF_PREFIX):
             return _select_mbpp(str(path), _mbpp_records_from_hub(str(path)), limit, ids)
+        if path is not None and Path(path).exists() and not Path(path).is_file():
+            raise FileNotFoundError(f"MBPP seeds need the sanitized-mbpp.json file but {str(path)!r} is not a "
+                                    "regular file; give the path of the JSON file itself")
         if path is None or not Path(path).is_file():
             given = "no path was given" if path is None else f"{str(path)!r} does not exist"
             raise FileNotFoundError(
@@ -151,6 +154,13 @@ def load_mbpp(
         records = json.loads(Path(path).read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
         raise MalformedProblem(source, WHOLE_FILE, f"is not valid JSON ({error.msg} at line {error.lineno})") from None
+    except UnicodeDecodeError as error:
+        raise MalformedProblem(source, WHOLE_FILE, f"is not UTF-8 text (byte {error.object[error.start]:#04x} at "
+                                                   f"position {error.start})") from None
+    except RecursionError:
+        raise MalformedProblem(source, WHOLE_FILE, "nests too deeply to be a JSON list of records") from None
+    if records == []:
+        raise MalformedProblem(source, WHOLE_FILE, "holds no records")
     return _select_mbpp(source, records, limit, ids)
 
 
