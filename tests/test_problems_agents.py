@@ -509,6 +509,20 @@ def test_a_failed_call_raises_llm_call_failed_after_recording_it(tmp_path):
     assert llm.calls[0]["ok"] is False and llm.calls[0]["error"] == "RuntimeError: boom"
 
 
+def test_an_empty_answer_is_an_answer_cached_and_refused_by_its_parser(tmp_path, problem):
+    from raydist.models.completion import EmptyCompletion
+
+    llm, complete = recorded(tmp_path, rewrite=EmptyCompletion("model 'm' returned an empty answer"))
+    with pytest.raises(Rejected) as caught:
+        rewrite_prompt(llm, problem, "bakery", {"numbers": "weights", "threshold": "tolerance"}, 0, prompts=PROMPTS)
+    assert str(caught.value) == "rewrite: the rewrite is empty"
+    assert llm.calls[-1]["ok"] is True and llm.calls[-1]["error"] is None
+    again, _ = recorded(tmp_path, rewrite=RuntimeError("not asked: the empty answer is cached"))
+    with pytest.raises(Rejected):
+        rewrite_prompt(again, problem, "bakery", {"numbers": "weights", "threshold": "tolerance"}, 0, prompts=PROMPTS)
+    assert again.calls[-1]["cached"] is True
+
+
 def test_missing_template_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="dyc_scenario.j2 is missing"):
         load_dyc_prompts(tmp_path)

@@ -256,3 +256,12 @@ def test_bad_configuration_is_one_clear_line_before_anything_runs(tmp_path, over
     assert res.stderr.strip().splitlines()[-1].startswith("raydist: error: ")
     assert message in res.stderr
     assert not (tmp_path / "problems" / "humaneval" / "scripted" / "variants").exists()
+
+
+def test_a_failing_job_of_a_multirun_sweep_does_not_stop_the_next(tmp_path):
+    cmd = command(tmp_path, "http://127.0.0.1:9/v1", "evaluation.models=[]", "benchmark.ids=[HumanEval/0],[HumanEval/2]")
+    cmd.insert(cmd.index("raydist.problems.launch") + 1, "--multirun")
+    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert res.returncode == 1, res.stderr[-3000:]
+    assert res.stdout.count("generation: 1 seed problems x 2 generation seeds") == 2
+    assert res.stderr.count("item(s) have a failed model call") == 2

@@ -205,7 +205,7 @@ def main(cfg: DictConfig) -> None:
         numbers = run_problems(job, problems)
     except (ProblemsError, SandboxUnavailable, BaseImageMissing, RunDirMismatch) as exc:
         print(f"raydist: error: {exc}", file=sys.stderr)
-        sys.exit(2)
+        _exit_later(2)
     except KeyboardInterrupt:
         print("\ninterrupted: finished variants and completions are kept; run the same command again to resume",
               file=sys.stderr, flush=True)
@@ -216,7 +216,7 @@ def main(cfg: DictConfig) -> None:
         advice = ("free space or choose another output_root" if exc.errno in (errno.ENOSPC, errno.EDQUOT)
                   else "check the path named above")
         print(f"raydist: error: {exc}; {advice} (finished items are kept)", file=sys.stderr)
-        sys.exit(1)
+        _exit_later(1)
     finally:
         import ray
 
@@ -227,7 +227,17 @@ def main(cfg: DictConfig) -> None:
     if numbers.get("failed_items"):
         print(f"raydist: {numbers['failed_items']} item(s) have a failed model call (recorded in llm_calls.jsonl, "
               "scored as failed); run the same command again to retry them", file=sys.stderr)
-        sys.exit(1)  # the tables are complete, but some items must run again: say so to scripts
+        _exit_later(1)  # the tables are complete, but some items must run again: say so to scripts
+
+
+_STATUS = [0]
+
+
+def _exit_later(status: int) -> None:
+    """Remember ``status`` for the end of the launch: one job of a ``--multirun`` sweep that
+    fails must not stop the others (a ``sys.exit`` inside a job would). The process exits with
+    the highest status of its jobs."""
+    _STATUS[0] = max(_STATUS[0], status)
 
 
 def _sweep(docker_host) -> None:
@@ -242,3 +252,4 @@ def _sweep(docker_host) -> None:
 
 if __name__ == "__main__":
     main()
+    sys.exit(_STATUS[0])

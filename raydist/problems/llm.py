@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from raydist.cluster.plan import stable_hash
+from raydist.models.completion import EmptyCompletion
 
 __all__ = ["LLM", "Complete", "LLMCallFailed", "RecordedLLM"]
 
@@ -96,7 +97,8 @@ class RecordedLLM:
 
         Raises:
             LLMCallFailed: ``complete`` raised; the call is in ``calls`` with ``ok`` False and
-                nothing is cached, so a later run asks again.
+                nothing is cached, so a later run asks again. An empty answer
+                (``raydist.models.completion.EmptyCompletion``) is no failure: it returns "".
         """
         request = self.request(role, messages, seed=seed, max_tokens=max_tokens, grammar=grammar)
         key = stable_hash(request, REQUEST_HASH_CHARS)
@@ -112,6 +114,10 @@ class RecordedLLM:
         before = _usage(self.complete)
         try:
             answer = self.complete(messages, seed=seed, max_tokens=max_tokens, grammar=grammar)
+        except EmptyCompletion:
+            # The model answered, with nothing: an answer like any other (a parser refuses it, a
+            # solution fails its tests), cached so a resumed run does not ask again.
+            answer = ""
         except Exception as exc:  # noqa: BLE001 - any failure of the model call is recorded, then re-raised
             self.calls.append(record | _spent(before, self.complete) | {
                 "ok": False, "error": f"{type(exc).__name__}: {exc}", "seconds": time.monotonic() - started})
