@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from raydist.cluster.plan import SCRIPTED_AGENTS, RunUnit, build_plan, expand_levels, stable_hash, unit_config_hash
 from raydist.cluster.prepare import with_preparation
-from raydist.cluster.runner import RayOptions
+from raydist.cluster.runner import RayOptions, raise_interrupt
 from raydist.cluster.unit import UnitSettings
 from raydist.views import ViewOptions
 
@@ -225,7 +225,7 @@ def run_job(job: Job) -> None:
         print(f"removed {removed} containers left by an earlier run that was killed", flush=True)
     interrupted = False
     if todo:
-        signal.signal(signal.SIGTERM, _raise_interrupt)
+        signal.signal(signal.SIGTERM, raise_interrupt)
         try:
             _execute(job, todo, store)
         except OSError as exc:
@@ -278,15 +278,12 @@ def _execute(job: Job, todo: list[RunUnit], store) -> list[dict]:
     from raydist.cluster.gate import gate_todo, run_gate
     from raydist.cluster.prepare import attach_prepared, prepare_views
     from raydist.cluster.progress import UnitProgress
-    from raydist.cluster.runner import build_images, error_row, init_ray, run_units
+    from raydist.cluster.runner import build_images, error_row, init_ray, interrupt_on_signals, run_units
     from raydist.cluster.serving import serve_model
     from raydist.models.server import ModelServerError
 
     init_ray(job.ray)
-    # ray.init installs handlers of its own; Ctrl-C and SIGTERM must stop this launch, also
-    # while it waits on Ray for a preparation or a unit.
-    signal.signal(signal.SIGTERM, _raise_interrupt)
-    signal.signal(signal.SIGINT, _raise_interrupt)
+    interrupt_on_signals()  # also while it waits on Ray for a preparation or a unit
     _check_capacity(job.ray)
     gate_todo = gate_todo(job, todo)
     everything = [*todo, *gate_todo]
@@ -357,10 +354,6 @@ def _with_base_image(settings: UnitSettings, tag: str) -> UnitSettings:
     from dataclasses import replace
 
     return replace(settings, base_image=tag)
-
-
-def _raise_interrupt(signum, frame):  # noqa: ARG001
-    raise KeyboardInterrupt
 
 
 def _shutdown_ray() -> None:

@@ -41,6 +41,20 @@ def init_ray(options: RayOptions) -> None:
         ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
 
 
+def raise_interrupt(signum, frame):  # noqa: ARG001 - a signal handler's signature
+    """Signal handler: stop the driver as Ctrl-C does (``KeyboardInterrupt``)."""
+    raise KeyboardInterrupt
+
+
+def interrupt_on_signals() -> None:
+    """Make Ctrl-C and SIGTERM raise ``KeyboardInterrupt`` in the driver again: ``ray.init``
+    installs handlers of its own, and a launch waiting on Ray must still stop cleanly."""
+    import signal
+
+    signal.signal(signal.SIGTERM, raise_interrupt)
+    signal.signal(signal.SIGINT, raise_interrupt)
+
+
 def _remote_unit():
     import ray
 

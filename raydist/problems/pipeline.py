@@ -232,9 +232,7 @@ def _variant_dict(variant) -> dict:
 def run_problems(job: ProblemsJob, problems: list) -> dict:
     """Run ``job`` on ``problems`` (seed ``Problem``s): every stage the pipeline setting
     asks for, resuming from the run directory. Returns the summary numbers it printed."""
-    import signal
-
-    from raydist.cluster.runner import RayOptions, init_ray
+    from raydist.cluster.runner import RayOptions, init_ray, interrupt_on_signals
     from raydist.sandbox import connect, ensure_base_image
 
     run_dir, cache = job.run_dir, str(job.cache_dir / "problems")
@@ -242,10 +240,7 @@ def run_problems(job: ProblemsJob, problems: list) -> dict:
     client = connect(job.docker_host)
     image = ensure_base_image(client, job.base_image)
     init_ray(RayOptions(**job.ray))
-    # ray.init installs handlers of its own; Ctrl-C and SIGTERM must stop this launch cleanly
-    # (the launcher keeps every finished item and says how to resume).
-    signal.signal(signal.SIGTERM, _raise_interrupt)
-    signal.signal(signal.SIGINT, _raise_interrupt)
+    interrupt_on_signals()  # the launcher keeps every finished item and says how to resume
     limits = {k: job.execution[k] for k in ("cpu_seconds", "wall_seconds", "memory_mb", "max_processes")}
     workers = int(job.execution.get("workers", 1))
     if job.pipeline in ("full", "generate"):
@@ -262,10 +257,6 @@ def run_problems(job: ProblemsJob, problems: list) -> dict:
     from raydist.problems.report import report
 
     return report(job, problems)
-
-
-def _raise_interrupt(signum, frame):  # noqa: ARG001
-    raise KeyboardInterrupt
 
 
 def _serve(job: ProblemsJob, model: str):
