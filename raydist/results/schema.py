@@ -23,6 +23,15 @@ RUNS_SCHEMA = pa.schema(
         pa.field("seed", pa.int64(), nullable=False),
         pa.field("config_hash", pa.string(), nullable=False),
         pa.field("resolved", pa.bool_(), nullable=False),
+        # The one outcome taxonomy (raydist.outcomes): resolved | unresolved | input_error |
+        # infrastructure_error | bug; agent_exit says how a finished agent run ended
+        # (submitted, step_limit, cost_limit, time_limit, format_errors, model_error);
+        # error_cause groups errors (docker, model_unreachable, disk_full, ...); attempts
+        # counts the tries the unit took in its last launch (infrastructure retries).
+        pa.field("outcome", pa.string()),
+        pa.field("agent_exit", pa.string()),
+        pa.field("error_cause", pa.string()),
+        pa.field("attempts", pa.int64()),
         pa.field("exit_status", pa.string()),
         pa.field("steps", pa.int64()),
         pa.field("input_tokens", pa.int64()),
@@ -56,6 +65,19 @@ RUNS_SCHEMA = pa.schema(
         # Leak audit (§III-F): original repository-internal names shown to the agent, summed
         # over every observation of the run (0 is the requirement).
         pa.field("leak_count", pa.int64()),
+        # Exposure audit (raydist.views.audit): the distinct identity tokens of the original
+        # repository found in what the agent was shown (JSON list), and how many names the
+        # view left unmapped (listed with their reasons in view_meta).
+        pa.field("leaked_names", pa.string()),
+        pa.field("unmapped_names", pa.int64()),
+        # Memorisation signal: original (hidden) names the agent typed in its commands
+        # without having been shown them, counted and listed (JSON list).
+        pa.field("memorised_count", pa.int64()),
+        pa.field("memorised_names", pa.string()),
+        # Grading: where per-test outcomes came from (junit | log), and test infrastructure
+        # files the patch changed (conftest.py, pytest.ini, tox.ini, ...; JSON list).
+        pa.field("grading_channel", pa.string()),
+        pa.field("test_infra_changed", pa.string()),
         pa.field("trajectory", pa.string()),
         pa.field("error", pa.string()),
         pa.field("error_kind", pa.string()),
@@ -101,6 +123,9 @@ STEPS_SCHEMA = pa.schema(
         pa.field("input_tokens", pa.int64()),
         pa.field("output_tokens", pa.int64()),
         pa.field("leak_count", pa.int64()),
+        pa.field("leaked_names", pa.string()),
+        pa.field("memorised_count", pa.int64()),
+        pa.field("memorised_names", pa.string()),
     ]
 )
 
