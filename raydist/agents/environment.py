@@ -3,17 +3,20 @@
 The agent writes commands in view coordinates; each runs in original coordinates
 (`translator.to_original`) and its output is shown back in view coordinates
 (`translator.to_view`), SchrodingerRepo §III-C/§III-F. Every step is recorded with its
-action category (§IV RQ2) and the leak audit of the observation shown (§III-F).
+action category (§IV RQ2), the exposure audit of the observation shown and the hidden names
+the agent typed without having been shown them (`raydist.views.audit`, §III-F).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, Mapping
 
 from minisweagent.exceptions import Submitted
 from pydantic import BaseModel
 
 from raydist.agents.taxonomy import classify
+from raydist.views.audit import ExposureLog, IdentitySet, find_exposures, hidden_names
 
 SUBMIT_MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 DEFAULT_ENV = {"PAGER": "cat", "MANPAGER": "cat", "LESS": "-R", "PIP_PROGRESS_BAR": "off", "TQDM_DISABLE": "1"}
@@ -41,12 +44,21 @@ def truncate_middle(text: str, limit: int) -> str:
     return f"{text[:head]}\n[... {len(text) - head - tail} characters elided ...]\n{text[len(text) - tail:]}"
 
 
-def leak_count(translator, text: str) -> int:
-    """Original repository-internal names in `text` that the agent would see (§III-F leak audit):
-    `translator.leak_count(text)` for a translator that remaps names (L2), else 0, since a
-    translator without the method (the identity of L0/L1/L3/L4) hides no name that could leak."""
-    count = getattr(translator, "leak_count", None)
-    return int(count(text)) if count is not None else 0
+def leak_count(view, text: str) -> int:
+    """Identity tokens of the original repository that `text` names (`raydist.views.audit`,
+    §III-F), for a `view` built by `build_view` (it carries `view.identity`). Anything else (a
+    bare translator, a view built by hand) carries no identity to search for: 0."""
+    identity = getattr(view, "identity", None)
+    return len(find_exposures(text, identity)) if isinstance(identity, IdentitySet) else 0
+
+
+def exposure_log(view) -> ExposureLog:
+    """The run's `ExposureLog`: `view.identity`, the tokens the view hides, its statement as
+    shown. A view without an identity (built by hand) gets an empty one: every count is 0."""
+    identity = getattr(view, "identity", None)
+    if not isinstance(identity, IdentitySet):
+        identity = IdentitySet(origins={})
+    return ExposureLog(identity, hidden_names(view, identity), view.problem_statement)
 
 
 class ViewEnvironment:
@@ -69,8 +81,13 @@ class ViewEnvironment:
         input_tokens, output_tokens: the tokens of the model call that produced the command,
             taken from the action's own `input_tokens`/`output_tokens` keys (0 when absent);
             the agent sets them on the first action of each response only (`RecordingAgent`).
-        leak_count: original names in the observation as shown, after translation and
-            truncation (`leak_count`, §III-F).
+        leak_count, leaked_names: the identity tokens of the original repository named in the
+            observation as shown, after translation and truncation (count, JSON list;
+            `raydist.views.audit.find_exposures`, §III-F).
+        memorised_count, memorised_names: hidden original names the command names that the
+            agent had not been shown before this step (count, JSON list; `ExposureLog`).
+
+    `exposure` is the run's `ExposureLog` (statement audit, every name seen, every name memorised).
     """
 
     def __init__(self, sandbox, view, timeout: float = 60.0, env: Mapping[str, str] | None = None, *,
@@ -80,6 +97,7 @@ class ViewEnvironment:
         self.config = ViewEnvironmentConfig(cwd=cwd, timeout=timeout, env=DEFAULT_ENV | dict(env or {}),
                                             output_limit_chars=output_limit_chars)
         self.steps: list[dict[str, Any]] = []
+        self.exposure = exposure_log(view)
 
     def execute(self, action: dict, cwd: str = "", *, timeout: float | None = None) -> dict[str, Any]:
         """Run `action["command"]` (view coordinates) and return mini-swe-agent's output dict
@@ -95,17 +113,20 @@ class ViewEnvironment:
         command = action.get("command") if isinstance(action, dict) else None
         if not isinstance(command, str):
             raise ValueError(f"action must be a dict with a string 'command', got {action!r}")
+        memorised = self.exposure.memorised(command)
         executed = self.view.translator.to_original(command)
         limit = timeout or self.config.timeout
         result = self.sandbox.exec(executed, timeout=limit, cwd=cwd or self.config.cwd, env=self.config.env)
         seen = self.view.translator.to_view(result.output)
         shown = truncate_middle(seen, self.config.output_limit_chars)
+        # Audited after truncation: a cut can shorten a virtual name into an original one.
+        leaked = self.exposure.shown(shown)
         record = {
             "step": len(self.steps) + 1, "command": command, "executed": executed, "category": classify(command),
             "returncode": result.returncode, "seconds": round(result.seconds, 3), "timed_out": result.timed_out,
             "input_tokens": int(action.get("input_tokens", 0)), "output_tokens": int(action.get("output_tokens", 0)),
-            # Audited after truncation: a cut can shorten a virtual name into an original one.
-            "leak_count": leak_count(self.view.translator, shown),
+            "leak_count": len(leaked), "leaked_names": json.dumps(leaked),
+            "memorised_count": len(memorised), "memorised_names": json.dumps(memorised),
         }
         self.steps.append(record)
         _check_submitted(seen, result.returncode)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from raydist.agents.environment import ViewEnvironment, leak_count
+from raydist.agents.environment import ViewEnvironment
 from raydist.agents.model import EndpointModel
 from raydist.agents.outcome import AgentOutcome, RecordingAgent
 from raydist.agents.settings import AgentSettings, Prompts, load_prompts
@@ -48,8 +48,8 @@ def run_agent(*, view, sandbox, endpoint: ModelEndpoint, settings: AgentSettings
 
     Returns:
         AgentOutcome with one step record per executed command (category, tokens of the call
-        on its first command, leak audit of the observation shown) and the leak audit of the
-        statement (§III-F); a model that cannot be reached or any other failure inside the
+        on its first command, exposure audit of the observation shown, memorised names) and the
+        exposure audit of the statement (§III-F); a model that cannot be reached or any other failure inside the
         loop ends the run with `exit_status` naming the exception and `error` its message
         (never raised).
 
@@ -81,5 +81,6 @@ def run_agent(*, view, sandbox, endpoint: ModelEndpoint, settings: AgentSettings
     return AgentOutcome(
         exit_status=exit_status, steps=agent.n_calls, input_tokens=model.input_tokens,
         output_tokens=model.output_tokens, cost=agent.cost, trajectory=trajectory, error=error,
-        step_records=tuple(env.steps), statement_leaks=leak_count(view.translator, view.problem_statement),
+        step_records=tuple(env.steps), statement_leaks=len(env.exposure.statement),
+        statement_names=tuple(env.exposure.statement),
     )

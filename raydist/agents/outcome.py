@@ -31,8 +31,11 @@ class AgentOutcome:
         error: a failure's message, None when the run ended normally.
         step_records: one dict per executed command, in order (`ViewEnvironment.steps`:
             step, command, executed, category, returncode, seconds, timed_out, input_tokens,
-            output_tokens, leak_count); empty when the run failed before its first command.
-        statement_leaks: original names in the problem statement shown to the agent (§III-F).
+            output_tokens, leak_count, leaked_names, memorised_count, memorised_names); empty
+            when the run failed before its first command.
+        statement_leaks: identity tokens of the original repository in the problem statement
+            as shown (`environment.leak_count`, §III-F).
+        statement_names: those tokens, when the runner recorded them (`run_agent` does).
     """
 
     exit_status: str
@@ -44,11 +47,24 @@ class AgentOutcome:
     error: str | None = None
     step_records: tuple[dict, ...] = ()
     statement_leaks: int = 0
+    statement_names: tuple[str, ...] = ()
+
+    @property
+    def leaked_names(self) -> list[str]:
+        """Sorted distinct identity tokens shown to the agent: `statement_names` and every
+        step's `leaked_names` (§III-F exposure audit)."""
+        return sorted(set(self.statement_names).union(*(_names(r, "leaked_names") for r in self.step_records)))
 
     @property
     def leak_count(self) -> int:
-        """The run's leak audit (§III-F): `statement_leaks` plus every step's `leak_count`."""
-        return self.statement_leaks + sum(r["leak_count"] for r in self.step_records)
+        """The run's exposure audit (§III-F): distinct identity tokens shown, `len(leaked_names)`,
+        or `statement_leaks` when the statement's tokens were not recorded and no step showed any."""
+        return max(len(self.leaked_names), self.statement_leaks)
+
+    @property
+    def memorised_names(self) -> list[str]:
+        """Sorted distinct hidden original names the agent typed before it was shown them."""
+        return sorted(set().union(*(_names(r, "memorised_names") for r in self.step_records)))
 
     @property
     def action_counts(self) -> dict[str, int]:
@@ -57,6 +73,31 @@ class AgentOutcome:
         for record in self.step_records:
             counts[record["category"]] += 1
         return counts
+
+
+def _names(record: dict, key: str) -> set[str]:
+    value = record.get(key) or "[]"
+    return set(json.loads(value) if isinstance(value, str) else value)
+
+
+def exposure_columns(view, step_records) -> dict:
+    """The exposure-audit columns of one unit's row (``raydist.results.schema``), from the
+    view and the run's step records (§III-F): ``leak_count``/``leaked_names`` (distinct
+    identity tokens shown: the statement as shown plus every observation; JSON list),
+    ``unmapped_names`` (identity tokens the view leaves visible, ``view_manifest``),
+    ``memorised_count``/``memorised_names`` (distinct hidden names the agent typed before
+    being shown them; JSON list) and ``audit`` (the manifest, for ``view_meta``)."""
+    from raydist.agents.environment import exposure_log
+    from raydist.views.audit import view_manifest
+
+    log = exposure_log(view)
+    manifest = view_manifest(view, log.identity)
+    leaked = set(log.statement).union(*(_names(r, "leaked_names") for r in step_records))
+    memorised = set().union(*(_names(r, "memorised_names") for r in step_records))
+    return {"leak_count": len(leaked), "leaked_names": json.dumps(sorted(leaked)),
+            "unmapped_names": len(manifest["unmapped"]), "memorised_count": len(memorised),
+            "memorised_names": json.dumps(sorted(memorised)),
+            "audit": {**manifest, "statement": log.statement}}
 
 
 def save_trajectory(data: dict, path: str | os.PathLike | None) -> dict:

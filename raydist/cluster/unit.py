@@ -76,6 +76,7 @@ def _base_row(unit: RunUnit) -> dict:
 
 
 def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared=None) -> dict:
+    from raydist.agents.outcome import exposure_columns
     from raydist.grading import grade
     from raydist.sandbox import Limits, connect, ensure_instance_image
     from raydist.views import RepoFiles, build_view, recover_patch
@@ -107,14 +108,18 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared=Non
     out = {
         "exit_status": outcome.exit_status, "steps": outcome.steps, "input_tokens": outcome.input_tokens,
         "output_tokens": outcome.output_tokens, "cost": outcome.cost, "agent_seconds": round(agent_seconds, 3),
-        "view_files": len(view.files), "view_meta": json.dumps(view.meta, default=str, sort_keys=True),
+        "view_files": len(view.files),
         "statement_source": view.meta.get("l1_source", "canonical"),
         "statement_attempts": int(view.meta.get("l1_attempts", 0)),
         "trajectory": str(traj_path),
         # §IV RQ2 action mix and §III-F leak audit; the step records go to the steps file.
         **{f"actions_{category}": n for category, n in outcome.action_counts.items()},
-        "leak_count": outcome.leak_count, "step_records": [dict(r) for r in outcome.step_records],
+        "step_records": [dict(r) for r in outcome.step_records],
     }
+    # Exposure audit (raydist.views.audit): names shown, left unmapped, typed from memory.
+    exposure = exposure_columns(view, outcome.step_records)
+    out["view_meta"] = json.dumps({**view.meta, "audit": exposure.pop("audit")}, default=str, sort_keys=True)
+    out.update(exposure)
     if outcome.error and outcome.exit_status not in AGENT_OUTCOMES:
         out.update(error=outcome.error, error_kind="infrastructure")
         return out

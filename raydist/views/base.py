@@ -170,7 +170,9 @@ class View:
 
     ``files`` maps relative paths to view content, holding only files whose view content
     differs from the original; ``meta`` records per-level facts (e.g. ``l3_skipped``);
-    ``renderers`` are the per-file presentations of the applied levels, in order.
+    ``renderers`` are the per-file presentations of the applied levels, in order;
+    ``identity`` is the original repository's ``raydist.views.audit.IdentitySet`` (the names the
+    exposure audit searches what the agent is shown for), None for a view built by hand.
     """
 
     instance_id: str
@@ -181,6 +183,7 @@ class View:
     translator: Translator = IDENTITY
     meta: dict[str, Any] = field(default_factory=dict)
     renderers: tuple[FileRenderer, ...] = field(default=(), repr=False, compare=False)
+    identity: Any = field(default=None, repr=False, compare=False)
 
     def render_file(self, path: str, original_text: str) -> str:
         """The content the agent would see at ``path`` if its original were ``original_text``.
@@ -284,13 +287,16 @@ def build_view(
     Levels apply in their registered order (``register_level``), each refining the previous
     view. The result's ``files`` keeps only paths whose view content differs from ``repo``.
     Same inputs give an equal view (SchrodingerRepo §III-A: the mapping is seeded). L1 and L4
-    read ``prepared`` (``raydist.cluster.prepare``). Raises ValueError on an unknown level,
+    read ``prepared`` (``raydist.cluster.prepare``). Every view carries the repository's identity
+    tokens for the exposure audit (``View.identity``). Raises ValueError on an unknown level,
     ``MissingPreparation`` when L1/L4 lack their prepared inputs, TypeError on a non-integer
     seed or an instance without the task fields.
     """
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise TypeError(f"build_view: seed must be an int, got {seed!r}")
     _check_instance(instance)
+    from raydist.views.audit import identity_tokens  # the audit reads views' RepoFiles: imported late
+
     names = parse_level(level)
     opts = options or ViewOptions()
     ready = prepared or Prepared()
@@ -300,6 +306,7 @@ def build_view(
         seed=seed,
         problem_statement=instance.problem_statement,
         files={},
+        identity=identity_tokens(repo, instance),
     )
     for name in names:
         view = _LEVELS[name](view, instance, repo, seed, opts, ready)

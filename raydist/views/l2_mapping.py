@@ -114,3 +114,34 @@ def build_mapping(names: Iterable[str], tokens: Iterable[str], identity: str, se
     if len(backward) != len(forward) or clashes:
         raise ValueError(f"L2 mapping for {identity!r} seed {seed} is not a clean bijection: {clashes[:5]}")
     return NameMapping(forward=forward, backward=backward, subwords=subwords)
+
+
+def case_variants(name: str) -> set[str]:
+    """Spellings of ``name`` with the same subwords in another case: all lower, ALL UPPER and
+    Capitalised (``inflection`` -> ``INFLECTION``, ``Inflection``), minus ``name`` itself and
+    minus spellings that split into other subwords (``MergeSorted`` lower-cased is one word)."""
+    parts = [s.lower() for s in split_subwords(name)]
+    variants = {name.lower(), name.upper(), name[:1].upper() + name[1:], name.capitalize()}
+    return {v for v in variants if v != name and [s.lower() for s in split_subwords(v)] == parts}
+
+
+def with_case_variants(mapping: NameMapping, keep: Iterable[str]) -> NameMapping:
+    """``mapping`` plus the ``case_variants`` of every remapped name, each mapped through the
+    same subwords (``Inflection`` -> ``Bakimo`` beside ``inflection`` -> ``bakimo``), so a name
+    in a title, a constant or a sentence start is hidden like the name itself.
+
+    A variant in ``keep`` (names L2 must leave as they are, reserved words) or already mapped
+    is not added; neither is one whose virtual spelling another name already has.
+    """
+    keep = set(keep)
+    forward = dict(mapping.forward)
+    backward = dict(mapping.backward)
+    for name in sorted(mapping.forward):
+        for variant in sorted(case_variants(name)):
+            if variant in forward or variant in keep:
+                continue
+            virtual = virtual_name(variant, mapping.subwords)
+            if virtual in backward or virtual == variant:
+                continue
+            forward[variant], backward[virtual] = virtual, variant
+    return NameMapping(forward=forward, backward=backward, subwords=mapping.subwords)

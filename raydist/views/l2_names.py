@@ -29,6 +29,7 @@ import builtins
 import importlib
 import inspect
 import keyword
+import os
 import re
 import sys
 import warnings
@@ -61,6 +62,54 @@ direct cause following assert where passed failed error errors skipped xfailed x
 deselected seconds collected items session starts short summary info platform rootdir plugins
 configfile cachedir FAILED PASSED ERROR SKIPPED XFAIL XPASS
 """.split())
+#: Common English and programming words. A repository name that is one of them is not an
+#: identity token (``raydist.views.audit``) and L2 does not remap it: it says little about the project, and renaming it
+#: would garble every sentence it stands in ("the docs say", "the first line").
+GENERIC_WORDS = frozenset("""
+about above abstract accumulate complement flip fold frequencies identity iterate keywords partition raises access accessor action actions active adapter add added adding address after again against
+algorithm alias aliases align all allow alpha also alternative always analysis and annotations another answer any
+api app append application apply arg args argument arguments array arrays ascii assert asserts async attr attribute
+attributes auth author auto available back backend backends background bad bar base basic batch before begin below
+benchmark benchmarks best beta better between big binary bind bits block blocks body bool boolean both bottom bound
+bounds box branch break buffer bug build builder builtin bytes cache cached calc call callable callback called calls
+can cancel capture case cases cast catch cell change changed changes char character characters chars check checker
+checks child children choice choices chunk chunks class classes clean clear cli client clone close code codec codes
+collection collections color column columns combine command commands comment comments common compare compat
+compatibility compile complete complex component compose compute concat condition config configuration connect
+connection console const constant constants construct container contains content contents context contrib control
+convert converter copy core count counter create current cursor custom data database date datetime debug decimal
+decode decorator decorators default defaults define delete delta demo depth description detail details dict
+dictionary diff digit digits dir directory disable display dist doc docs document documentation does done double
+down draft draw drop dump dumps each edit element elements else empty enable encode encoding end engine entries entry
+env environment equal error errors event events example examples except exception exceptions exec execute exists exit
+expand expected export expr expression ext extend extension extensions extra extract factory fail failure fake false
+feature features field fields file filename files fill filter filters final find first fix fixed flag flags float
+flush fmt folder font for force form format formats formatter forward frame free from front full func function
+functions future general generate generator generic get getter global globals graph group groups handle handler
+handlers hash head header headers height hello help helper helpers hidden history hook hooks host html http icon
+index info init inner input insert inspect install instance int integer interface internal interval introduction
+invalid item items iter iterator join json just keep key keys kind label last layout lazy left legacy length level
+lib library limit line lines link list listen load loader local lock log logger logging long look lookup loop low
+lower main make manager many map mapping mark match matches math max maximum memory merge message messages meta
+method methods middle min minimum misc missing mixin mode model models modify module modules more move multi name
+named names native need nested new next node nodes none normal normalize not note null num number numbers object
+objects offset old one only open operator operators option optional options order other out outer output over
+override package packages page pair pairs parallel param params parent parse parser part partial parts pass patch
+path paths pattern peek pipe platform plot plugin plugins point pointer pool pop port position post pre prefix
+previous print private process product profile program project property protocol proxy public push put python
+query queue quick quote random range raw read reader readme real record records recipes reduce ref reference
+register registry release reload remove render repeat replace report repr request require required reset resolve
+resource response result results return reverse right root round row rows rule rules run runner runtime safe sample
+sandbox save scan schema scope script search second section select self send sequence serial serialize server
+service session set settings setup shape shared shell short show side sign signal signature signatures simple single
+size skip slice small sort source space spec special split stack standard start state static stats status step
+stop storage store str stream strict string strings strip struct style sub subset suffix sum super support swap
+switch symbol sync system table tables tag tags take target task tasks template temp test testing tests text thread
+threads time timer timeout title token tokens tool tools top total trace track transform tree true try tuple type
+types unicode unique unit units unknown update upper url usage use user utils util utility utilities valid validate
+value values var variable variables vector version versions view views visit visitor wait walk warn warning
+warnings weight when where width window with word words worker wrap wrapper write writer yield zero
+""".split())
 #: Shorter symbols (``foo``, ``idx``) are too often also string data or parts of composed
 #: names; module and package names may be one character shorter.
 MIN_LENGTH = 4
@@ -72,7 +121,7 @@ _LITERALS = (ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.JoinedStr
 
 def is_reserved(name: str, min_length: int = MIN_LENGTH) -> str | None:
     """Why ``name`` can never be remapped (keyword, builtin, stdlib, shell word, traceback or
-    test-report word, dunder, short), or None."""
+    test-report word, generic word, dunder, short), or None."""
     if name.startswith("__") and name.endswith("__"):
         return "dunder"
     if name in KEYWORDS:
@@ -85,6 +134,8 @@ def is_reserved(name: str, min_length: int = MIN_LENGTH) -> str | None:
         return "shell word"
     if name in OUTPUT_WORDS:
         return "word of traceback or test-report framing"
+    if name.lower() in GENERIC_WORDS:
+        return "generic word (kept so prose stays readable)"
     if len(name) < min_length or not re.search(r"[A-Za-z]{2}", name):
         return "too short"
     return None
@@ -266,6 +317,32 @@ def _snake_parts(token: str) -> set[str]:
     return {"_".join(parts[i:j]) for i in range(len(parts)) for j in range(i + 1, len(parts) + 1)}
 
 
+#: Files larger than this are data (Unicode tables, fixtures); their tokens are not collected.
+MAX_TEXT_BYTES = 2_000_000
+
+
+def text_tokens(repo: RepoFiles) -> set[str]:
+    """Identifier tokens of every non-``.py`` file of ``repo`` up to ``MAX_TEXT_BYTES`` (hidden
+    directories skipped), decoded as UTF-8 or, failing that, Latin-1 (never raises for content)."""
+    tokens: set[str] = set()
+    for dirpath, dirnames, filenames in os.walk(repo.root):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".") and d != "__pycache__"]
+        for name in filenames:
+            full = os.path.join(dirpath, name)
+            if name.endswith((".py", ".pyc")) or not os.path.isfile(full) or os.path.getsize(full) > MAX_TEXT_BYTES:
+                continue
+            with open(full, "rb") as handle:
+                data = handle.read()
+            if b"\0" in data:
+                continue
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                text = data.decode("latin-1")
+            tokens.update(IDENTIFIER.findall(text))
+    return tokens
+
+
 def external_attributes(stdlib_modules: Iterable[str]) -> frozenset[str]:
     """Attribute names of builtin types and of the given standard-library modules and their classes."""
     names: set[str] = set()
@@ -289,7 +366,9 @@ def extract_names(repo: RepoFiles) -> RepoNames:
     """Repository-internal identifiers of ``repo`` (see the module doc for the rules).
 
     Files ``ast`` cannot parse still contribute their path names and tokens and are listed
-    in ``skipped``. Raises ValueError when a ``.py`` file is not UTF-8.
+    in ``skipped``, and so are ``.py`` files that are not UTF-8 (their tokens read as Latin-1).
+    ``tokens`` also holds the identifier tokens of every other text file (README, docs,
+    ``setup.cfg``...), so no virtual word equals a word the agent may read there.
     """
     paths = repo.python_files()
     roots = importable_roots(paths)
@@ -298,7 +377,12 @@ def extract_names(repo: RepoFiles) -> RepoNames:
     scans: list[_FileScan] = []
     skipped: dict[str, str] = {}
     for path in paths:
-        text = repo.read(path) or ""
+        try:
+            text = repo.read(path) or ""
+        except ValueError:  # not UTF-8: the file stays byte for byte, its tokens are still avoided
+            skipped[path] = "not UTF-8: kept byte for byte, its names not read"
+            tokens.update(IDENTIFIER.findall((repo.root / path).read_bytes().decode("latin-1")))
+            continue
         tokens.update(IDENTIFIER.findall(text))
         try:
             with warnings.catch_warnings():  # the repository's own warnings (bad escapes) are not ours
@@ -308,7 +392,7 @@ def extract_names(repo: RepoFiles) -> RepoNames:
             skipped[path] = f"{type(err).__name__}: {err}"
             continue
         scans.append(_FileScan(tree, roots, str(PurePosixPath(path).parent)))
-    tokens |= candidates
+    tokens |= candidates | text_tokens(repo)
     excluded: dict[str, str] = {}
     for scan in scans:
         candidates |= scan.defined

@@ -1,4 +1,4 @@
-"""The L2 bidirectional translator and its leak audit (SchrodingerRepo §III-C, §III-F).
+"""The L2 bidirectional translator (SchrodingerRepo §III-C, §III-F).
 
 Observations go original -> virtual (``to_view``): every whole identifier token of the
 mapping is replaced, wherever it stands, so file contents, ``ls``/``find``/``grep`` output,
@@ -17,6 +17,9 @@ escape letter is looked up without that letter) and an ANSI colour code (``grep
 --color=always``: the code is its own token). Because virtual names never equal a
 repository token, ``to_original(to_view(y)) == y`` for any text ``y`` and
 ``to_view(to_original(x)) == x`` for text ``x`` free of original names.
+
+What the agent is shown is audited elsewhere (``raydist.views.audit``), against the original
+repository's names and not against these tables, so a name the mapping misses is found.
 """
 
 from __future__ import annotations
@@ -78,8 +81,3 @@ class NamespaceTranslator:
         ``to_original(render_file(p, t)) == t``.
         """
         return _rewrite(command, self.mapping.backward)[0] if self.mapping.backward else command
-
-    def leak_count(self, text: str) -> int:
-        """Occurrences of remapped original names in ``text`` (0 for anything ``to_view`` made),
-        found exactly as ``to_view`` finds them (§III-F leak audit)."""
-        return _rewrite(text, self.mapping.forward)[1] if self.mapping.forward else 0
