@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from raydist.views import build_view
+from raydist.views.audit import find_exposures, identity_tokens
 from raydist.views.base import RepoFiles
 from raydist.views.l2_namespace import namespace_level, namespace_mapping  # noqa: F401  (registers L2)
 from raydist.views.translator import NamespaceTranslator
@@ -23,6 +24,11 @@ from raydist.views.translator import NamespaceTranslator
 IDENTITY = "pytoolz/toolz"
 PROBE = ("from toolz.itertoolz import merge_sorted\n\n\n"
          "def test_probe():\n    list(merge_sorted([1, 2], ['a'], key=None))\n")
+
+
+@pytest.fixture(scope="session")
+def identity(toolz_src):
+    return identity_tokens(RepoFiles(toolz_src))
 
 
 @pytest.fixture(scope="session")
@@ -54,7 +60,7 @@ def passed_count(output: str) -> int:
 
 def test_toolz_mapping_is_a_collision_free_bijection(toolz_src, translator):
     forward, backward = translator.mapping.forward, translator.mapping.backward
-    assert len(forward) == 366 and len(backward) == 366
+    assert len(forward) == 461 and len(backward) == 461
     assert {v: k for k, v in forward.items()} == backward
     tokens = set(re.findall(r"[A-Za-z_]\w*", "".join(p.read_text() for p in toolz_src.rglob("*.py"))))
     assert not tokens & set(backward)
@@ -72,25 +78,26 @@ def test_toolz_suite_passes_on_the_renamed_copy_as_on_the_original(toolz_src, tr
     assert passed_count(run_pytest(tmp_path / "virtual", tests)) == baseline
 
 
-def test_real_failure_traceback_shows_no_original_name(toolz_src, translator, tmp_path):
+def test_real_failure_traceback_shows_no_original_name(toolz_src, translator, identity, tmp_path):
     probed = tmp_path / "probed"
     shutil.copytree(toolz_src, probed)
     (probed / "toolz" / "tests" / "test_probe.py").write_text(PROBE)
     output = run_pytest(probed, "--tb=long", "toolz/tests/test_probe.py")
-    assert "1 failed" in output and translator.leak_count(output) > 5
+    assert "1 failed" in output and find_exposures(output, identity) == {"toolz", "itertoolz", "merge_sorted"}
     shown = translator.to_view(output)
-    assert translator.leak_count(shown) == 0
+    assert find_exposures(shown, identity) == set()
     renamed_copy(probed, tmp_path / "virtual", translator)
     paths = set(re.findall(r"^([\w/]+\.py):\d+: ", shown, re.M))
     assert translator.to_view("toolz/itertoolz.py") in paths
     assert all((tmp_path / "virtual" / p).is_file() for p in paths)
 
 
-def test_python_traceback_paths_and_functions_are_virtual(toolz_src, translator):
+def test_python_traceback_paths_and_functions_are_virtual(toolz_src, translator, identity):
     code = "from toolz.itertoolz import merge_sorted; list(merge_sorted([1, 2], ['a']))"
     done = subprocess.run([sys.executable, "-c", code], cwd=toolz_src, capture_output=True, text=True, timeout=60)
-    shown = translator.to_view(done.stderr)
-    assert 'toolz/itertoolz.py", line' in done.stderr and translator.leak_count(shown) == 0
+    # In a sandbox the checkout is /testbed; here its folder (toolz0/toolz-1.0.0) names the project.
+    shown = translator.to_view(done.stderr.replace(str(toolz_src), "/testbed"))
+    assert 'toolz/itertoolz.py", line' in done.stderr and find_exposures(shown, identity) == set()
     assert f'{translator.to_view("toolz/itertoolz.py")}", line' in shown
 
 
@@ -98,9 +105,10 @@ def test_level_keeps_files_and_renders_files_invertibly(toolz_src, translator):
     inst = SimpleNamespace(instance_id="toolz-1", repo=IDENTITY, patch="", test_patch="",
                            problem_statement="merge_sorted in toolz/itertoolz.py drops keys")
     view = build_view(inst, RepoFiles(toolz_src), "L2", 0)
-    assert view.files == {} and view.meta["l2_names"] == 366
+    assert view.files == {} and view.meta["l2_names"] == len(translator.mapping.forward) == 461
     assert view.problem_statement == translator.to_view(inst.problem_statement)
-    assert view.translator.leak_count(view.problem_statement) == 0
+    assert find_exposures(inst.problem_statement, view.identity) == {"toolz", "itertoolz", "merge_sorted"}
+    assert find_exposures(view.problem_statement, view.identity) == set()
     for path in RepoFiles(toolz_src).python_files():
         text = (toolz_src / path).read_text()
         assert view.translator.to_original(view.render_file(path, text)) == text

@@ -125,18 +125,20 @@ def case_variants(name: str) -> set[str]:
     return {v for v in variants if v != name and [s.lower() for s in split_subwords(v)] == parts}
 
 
-def with_case_variants(mapping: NameMapping, keep: Iterable[str]) -> NameMapping:
-    """``mapping`` plus the ``case_variants`` of every remapped name, each mapped through the
+def with_case_variants(mapping: NameMapping, keep: Iterable[str], names: Iterable[str]) -> NameMapping:
+    """``mapping`` plus the ``case_variants`` of each remapped name of ``names``, mapped through the
     same subwords (``Inflection`` -> ``Bakimo`` beside ``inflection`` -> ``bakimo``), so a name
     in a title, a constant or a sentence start is hidden like the name itself.
 
-    A variant in ``keep`` (names L2 must leave as they are, reserved words) or already mapped
-    is not added; neither is one whose virtual spelling another name already has.
+    Only ``names`` (the repository's identity tokens) get variants: a variant of any constant
+    (``IGNORE`` -> ``Ignore``) would rename ordinary words in prose. A variant in ``keep``
+    (names L2 must leave as they are, reserved words) or already mapped is not added; neither
+    is one whose virtual spelling another name already has.
     """
     keep = set(keep)
     forward = dict(mapping.forward)
     backward = dict(mapping.backward)
-    for name in sorted(mapping.forward):
+    for name in sorted(set(names) & set(mapping.forward)):
         for variant in sorted(case_variants(name)):
             if variant in forward or variant in keep:
                 continue

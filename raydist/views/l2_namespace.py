@@ -89,11 +89,12 @@ def namespace_mapping(repo: RepoFiles, identity: str, seed: int, instance: objec
     ``tokens`` is the repository's identity set (computed from ``repo`` and ``instance`` when
     not given). Raises ValueError when the mapping is not a bijection.
     """
-    return _mapping(plan_names(repo, tokens or identity_tokens(repo, instance)), identity, seed)
+    identity_set = tokens or identity_tokens(repo, instance)
+    return _mapping(plan_names(repo, identity_set), identity, seed, identity_set)
 
 
-def _mapping(plan: NamePlan, identity: str, seed: int) -> NameMapping:
-    return with_case_variants(build_mapping(plan.names, plan.tokens, identity, seed), plan.keep)
+def _mapping(plan: NamePlan, identity: str, seed: int, identity_set: IdentitySet) -> NameMapping:
+    return with_case_variants(build_mapping(plan.names, plan.tokens, identity, seed), plan.keep, identity_set)
 
 
 @register_level("L2", order=40)
@@ -109,7 +110,7 @@ def namespace_level(view: View, instance: object, repo: RepoFiles, seed: int, op
         raise ValueError(f"L2: view already has translator {view.translator!r}; apply L2 once, first")
     identity = view.identity if isinstance(view.identity, IdentitySet) else identity_tokens(repo, instance)
     plan = plan_names(repo, identity)
-    mapping = _mapping(plan, repository_identity(instance), seed)
+    mapping = _mapping(plan, repository_identity(instance), seed, identity)
     translator = NamespaceTranslator(mapping)
     meta = {**view.meta, "l2_names": len(mapping.forward), "l2_subwords": len(mapping.subwords),
             "l2_remapped": sorted(t for t in identity if t in mapping.forward),
