@@ -12,15 +12,19 @@ import pytest
 from minisweagent.exceptions import Submitted
 
 from raydist.agents import AgentSettings, ViewEnvironment, load_prompts, null, oracle, save_trajectory, truncate_middle
-from raydist.agents.outcome import RecordingAgent
+from raydist.agents.outcome import RecordingAgent, exposure_columns
 from raydist.agents.scripted import SUBMIT_COMMAND, ScriptedModel, write_file_commands
 from raydist.models.endpoint import LOCAL_PLACEHOLDER_KEY
 from raydist.sandbox import Limits, Sandbox, base_image_tag, ensure_instance_image
 from raydist.tasks import load_instances
 from raydist.views import RepoFiles, build_view
+from raydist.views.audit import IdentitySet, find_exposures
 from raydist.views.base import IDENTITY, View
 from raydist.views.l2_namespace import namespace_level  # noqa: F401  (registers L2)
 
+#: What `cat toolz/itertoolz.py` names, untranslated and cut to the observation limit.
+RAW_CAT = {"concatv", "cons", "groupby", "interleave", "interpose", "isdistinct", "isiterable", "mapcat", "merge_sorted",
+           "partition_all", "peekn", "pluck", "random_sample", "reduceby", "sliding_window", "take_nth", "toolz", "topk"}
 CACHE = Path(os.environ.get("RAYDIST_CACHE_DIR", Path.home() / ".cache" / "raydist"))
 
 ORIGINAL = {
@@ -59,14 +63,6 @@ class RenameTranslator:
         return text.replace("calc", "arith")
 
 
-class AuditedRename(RenameTranslator):
-    """RenameTranslator with a leak audit, like L2's: any spelling of `calc` is the original
-    name, so the upper-case one it does not rename is a leak."""
-
-    def leak_count(self, text: str) -> int:
-        return text.lower().count("calc")
-
-
 class UsageModel(ScriptedModel):
     """Plays back responses of one or more commands, each with the token usage a server reports."""
 
@@ -96,10 +92,10 @@ def banner(path: str, text: str) -> str:
     return f"# view of {path}\n{text}"
 
 
-def tiny_view(translator=IDENTITY, renderers=()) -> View:
+def tiny_view(translator=IDENTITY, renderers=(), identity=None) -> View:
     files = {p: banner(p, t) for p, t in ORIGINAL.items()} if renderers else {}
     return View(instance_id="tiny-1", level="L0", seed=0, problem_statement=Task.problem_statement,
-                files=files, translator=translator, renderers=renderers)
+                files=files, translator=translator, renderers=renderers, identity=identity)
 
 
 def settings(**overrides) -> AgentSettings:
@@ -162,7 +158,7 @@ def test_environment_translates_command_and_output(box):
     assert env.steps[0]["command"] == "cat arith.py && echo calc"
     assert env.steps[0]["executed"] == "cat calc.py && echo calc"
     assert (env.steps[0]["step"], env.steps[0]["returncode"], env.steps[0]["timed_out"]) == (1, 0, False)
-    assert (env.steps[0]["category"], env.steps[0]["leak_count"]) == ("read", 0)  # no leak_count method: 0
+    assert (env.steps[0]["category"], env.steps[0]["leak_count"]) == ("read", 0)  # a view without identity: 0
     assert env.serialize()["info"]["view"] == {"instance": "tiny-1", "level": "L0", "seed": 0}
 
 
@@ -237,17 +233,23 @@ def test_null_submits_without_editing(box, tmp_path):
 
 @pytest.mark.docker
 def test_environment_records_category_tokens_and_leaks_of_the_shown_output(box):
-    env = ViewEnvironment(box, tiny_view(AuditedRename()), timeout=30, output_limit_chars=10)
-    out = env.execute({"command": "printf CALCxxxxxxxxxxCALCxxxxxxxxxxCALC", "input_tokens": 120, "output_tokens": 9})
+    """The audit searches for the repository's names, not for what the translator renames: the
+    upper-case CALC it leaves is a leak; the middle name is elided, so the agent saw one."""
+    identity = IdentitySet(origins={"calc": "module", "greeting": "function"})
+    env = ViewEnvironment(box, tiny_view(RenameTranslator(), identity=identity), timeout=30, output_limit_chars=10)
+    out = env.execute({"command": "printf CALCxxxxxxxxxxGREETINGxxxxxxxxxxCALC", "input_tokens": 120,
+                       "output_tokens": 9})
     env.execute({"command": "cat arith.py"})
-    # The middle CALC is elided, so the agent saw two of the three.
-    assert out["output"] == "CALCx\n[... 22 characters elided ...]\nxCALC"
+    assert out["output"] == "CALCx\n[... 26 characters elided ...]\nxCALC"
     assert without_seconds(env.steps) == [
-        {"step": 1, "command": "printf CALCxxxxxxxxxxCALCxxxxxxxxxxCALC",
-         "executed": "printf CALCxxxxxxxxxxCALCxxxxxxxxxxCALC", "category": "other", "returncode": 0,
-         "timed_out": False, "input_tokens": 120, "output_tokens": 9, "leak_count": 2},
+        {"step": 1, "command": "printf CALCxxxxxxxxxxGREETINGxxxxxxxxxxCALC",
+         "executed": "printf CALCxxxxxxxxxxGREETINGxxxxxxxxxxCALC", "category": "other", "returncode": 0,
+         "timed_out": False, "input_tokens": 120, "output_tokens": 9, "leak_count": 1, "leaked_names": '["calc"]',
+         # calc is hidden (the view shows arith) and the agent typed it unseen: memory, not the view.
+         "memorised_count": 1, "memorised_names": '["calc"]'},
         {"step": 2, "command": "cat arith.py", "executed": "cat calc.py", "category": "read", "returncode": 0,
-         "timed_out": False, "input_tokens": 0, "output_tokens": 0, "leak_count": 0},
+         "timed_out": False, "input_tokens": 0, "output_tokens": 0, "leak_count": 0, "leaked_names": "[]",
+         "memorised_count": 0, "memorised_names": "[]"},
     ]
 
 
@@ -276,22 +278,39 @@ def toolz_l2(client, toolz_src):
 
 
 @pytest.mark.docker
-@pytest.mark.parametrize("original, category, raw_leaks", [
-    ("cat toolz/itertoolz.py", "read", 46),
-    ("python -c 'from toolz.itertoolz import merge_sorted; list(merge_sorted([1, 2], [\"a\"]))'", "probe", 3),
+@pytest.mark.parametrize("original, category, raw_leaks, shown_leaks", [
+    # groupby is also itertools.groupby, so L2 keeps it (its manifest says so) and the audit counts it.
+    ("cat toolz/itertoolz.py", "read", RAW_CAT, {"groupby"}),
+    ("python -c 'from toolz.itertoolz import merge_sorted; list(merge_sorted([1, 2], [\"a\"]))'", "probe",
+     {"itertoolz", "merge_sorted", "toolz"}, set()),
 ])
-def test_l2_observations_show_no_original_name_that_the_untranslated_output_would(toolz_l2, original, category,
-                                                                                   raw_leaks):
+def test_l2_observations_show_only_the_names_the_view_keeps(toolz_l2, original, category, raw_leaks, shown_leaks):
     view, sandbox = toolz_l2
     env = ViewEnvironment(sandbox, view, timeout=60)
     command = view.translator.to_view(original)
     assert command != original
     out = env.execute({"command": command})
     step = env.steps[0]
-    assert (step["executed"], step["category"], step["leak_count"]) == (original, category, 0)
-    assert view.translator.leak_count(out["output"]) == 0
+    assert (step["executed"], step["category"], step["leak_count"]) == (original, category, len(shown_leaks))
+    assert find_exposures(out["output"], view.identity) == shown_leaks
+    assert json.loads(step["leaked_names"]) == sorted(shown_leaks)
+    assert shown_leaks <= set(view.meta["l2_unmapped"])
     untranslated = sandbox.exec(original, timeout=60, cwd="/testbed", env=env.config.env).output
-    assert view.translator.leak_count(truncate_middle(untranslated, env.config.output_limit_chars)) == raw_leaks
+    assert find_exposures(truncate_middle(untranslated, env.config.output_limit_chars), view.identity) == raw_leaks
+
+
+@pytest.mark.docker
+def test_original_names_the_agent_types_unseen_work_and_are_counted_as_memorised(toolz_l2):
+    view, sandbox = toolz_l2
+    env = ViewEnvironment(sandbox, view, timeout=60)
+    typed = "python -c 'from toolz.itertoolz import merge_sorted; print(list(merge_sorted([1, 3], [2])))'"
+    out = env.execute({"command": typed})
+    assert (out["returncode"], out["output"], env.steps[0]["executed"]) == (0, "[1, 2, 3]\n", typed)
+    step = env.steps[0]
+    assert (step["memorised_count"], step["memorised_names"]) == (3, '["itertoolz", "merge_sorted", "toolz"]')
+    assert (step["leak_count"], step["leaked_names"]) == (0, "[]")
+    env.execute({"command": view.translator.to_view("ls toolz")})
+    assert env.steps[1]["memorised_count"] == 0  # written in virtual names
 
 
 @pytest.mark.docker
@@ -309,5 +328,9 @@ def test_oracle_on_a_builtin_l2_instance_edits_then_submits_with_no_tokens_and_n
     assert outcome.action_counts == {"submit": 1, "edit": 1, "test": 0, "probe": 0, "read": 0, "search": 0,
                                      "navigate": 0, "other": 0}
     # The statement shown is translated by the view; untranslated it would name the repository.
-    assert view.translator.leak_count(instance.problem_statement) == 10
-    assert (outcome.statement_leaks, outcome.leak_count) == (0, 0)
+    assert find_exposures(instance.problem_statement, view.identity) == {"humanize", "inflection", "titleize"}
+    assert find_exposures(view.problem_statement, view.identity) == set()
+    columns = exposure_columns(view, outcome.step_records)
+    assert {k: columns[k] for k in ("leak_count", "leaked_names", "unmapped_names", "memorised_count")} == {
+        "leak_count": 0, "leaked_names": "[]", "unmapped_names": 0, "memorised_count": 0}
+    assert columns["audit"]["unmapped"] == {} and columns["audit"]["statement"] == []

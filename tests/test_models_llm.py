@@ -160,9 +160,10 @@ def test_unreachable_server_ends_the_run_with_a_clear_error(box, tmp_path):
 
 @pytest.mark.docker
 def test_gemma_agent_on_an_l2_view_of_a_real_instance_sees_no_original_name(llama, client, tmp_path):
-    """The leak audit on a real model's run: whatever Gemma types (often original-looking
+    """The exposure audit on a real model's run: whatever Gemma types (often original-looking
     names it guesses, or paths it invents), every observation it is shown, tracebacks
-    included, holds no original repository-internal name, and so does the statement."""
+    included, names none of the repository's identity tokens, and neither does the statement;
+    original names it types unseen are counted as memorised, never as shown."""
     from raydist.agents.environment import leak_count
     from raydist.cluster.unit import _install_view
     from raydist.sandbox import ensure_instance_image
@@ -173,7 +174,8 @@ def test_gemma_agent_on_an_l2_view_of_a_real_instance_sees_no_original_name(llam
     instance = next(i for i in load_instances("builtin") if i.instance_id == "benjaminp__six-ensure-text-errors")
     image = ensure_instance_image(client, instance.recipe, cache_dir=Path.home() / ".cache" / "raydist")
     view = build_view(instance, RepoFiles(image.repo_dir), "L2+L3", 1)
-    assert leak_count(view.translator, instance.problem_statement) > 0  # the statement does name the repository
+    assert leak_count(view, instance.problem_statement) == 4  # six, ensure_text, ensure_str, ensure_binary
+    assert leak_count(view, view.problem_statement) == 0
     with Sandbox.create(client, image.tag, limits=Limits(memory="1g", pids=256), name="llm-l2-test") as sandbox:
         _install_view(sandbox, view)
         outcome = run_agent(view=view, sandbox=sandbox,
@@ -186,4 +188,4 @@ def test_gemma_agent_on_an_l2_view_of_a_real_instance_sees_no_original_name(llam
     assert [s["leak_count"] for s in outcome.step_records] == [0] * len(outcome.step_records)
     assert (outcome.statement_leaks, outcome.leak_count) == (0, 0)
     shown = [m["content"] for m in outcome.trajectory["messages"] if m["role"] in ("user", "system")]
-    assert all(leak_count(view.translator, text) == 0 for text in shown)
+    assert all(leak_count(view, text) == 0 for text in shown)

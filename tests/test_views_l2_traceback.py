@@ -21,6 +21,7 @@ from raydist.grading import apply_patch
 from raydist.sandbox import Limits, Sandbox, ensure_instance_image
 from raydist.tasks import load_instances
 from raydist.views import RepoFiles, build_view
+from raydist.views.audit import find_exposures
 
 BUILTIN = Path(__file__).resolve().parents[1] / "raydist" / "tasks" / "builtin" / "instances.jsonl"
 INSTANCE = "benjaminp__six-ensure-text-errors"
@@ -50,14 +51,17 @@ def test_raw_failure_names_the_repository_eight_times(failing):
     forward = view.translator.mapping.forward
     assert [t for t in TOKEN.findall(raw) if t in forward] == [
         "test_six", "six", "ensure_text", "test_six", "ensure_text", "six", "six", "test_six"]
-    assert view.translator.leak_count(raw) == 8
+    assert find_exposures(raw, view.identity) == {"six", "ensure_text"}
 
 
 def test_view_shows_the_test_module_module_and_function_in_virtual_names(failing):
     view, _, raw = failing
     v = view.translator.mapping.forward
     shown = view.translator.to_view(raw)
-    assert view.translator.leak_count(shown) == 0
+    # The one name left: the new test's, which the hidden test patch adds after the view was
+    # built; the audit still finds ensure_text inside it.
+    assert find_exposures(shown, view.identity) == {"ensure_text"}
+    assert find_exposures(shown.replace("test_ensure_text_honours_errors", "t"), view.identity) == set()
     assert f"\n{v['test_six']}.py F " in shown
     assert f">       assert {v['six']}.{v['ensure_text']}(b'caf\\xe9', errors='replace') == u'caf\\ufffd'\n" in shown
     assert f"\n{v['test_six']}.py:1059: \n" in shown
@@ -77,7 +81,7 @@ def test_view_keeps_the_failure_text_that_is_not_the_repository(failing):
     raw_lines, shown_lines = raw.splitlines(), shown.splitlines()
     assert len(raw_lines) == len(shown_lines)
     changed = [i for i, (a, b) in enumerate(zip(raw_lines, shown_lines)) if a != b]
-    assert changed == [i for i, line in enumerate(raw_lines) if view.translator.leak_count(line)]
+    assert changed == [i for i, line in enumerate(raw_lines) if set(TOKEN.findall(line)) & set(v)]
     assert len(changed) == 7
 
 
@@ -93,6 +97,6 @@ def test_environment_runs_the_test_id_written_in_virtual_names(failing):
     out = env.execute({"command": PYTEST + virtual_id})
     assert env.steps[0]["executed"] == PYTEST + TEST_ID
     assert out["returncode"] == 1
-    assert view.translator.leak_count(out["output"]) == 0
+    assert find_exposures(out["output"].replace("test_ensure_text_honours_errors", "t"), view.identity) == set()
     assert f"\nFAILED {virtual_id} - UnicodeDecodeError: 'ut...\n" in out["output"]
     assert TEST_ID not in out["output"] and "six.py" not in out["output"]
