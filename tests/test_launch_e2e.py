@@ -63,7 +63,10 @@ def test_oracle_resolves_every_builtin_unit_and_null_resolves_none(tmp_path):
     assert [r for r in rows if not r["resolved"]] == []
     assert {r["level"] for r in rows} == LEVELS
     assert all(r["fail_to_pass_passed"] == r["fail_to_pass_total"] for r in rows)
-    assert all(r["leak_count"] == 0 for r in rows)
+    # The exposure audit: views with L2 show no identity token; the others show the statement's.
+    assert [r for r in rows if "L2" in r["level"] or r["level"] == "full" if r["leak_count"] or r["unmapped_names"]] == []
+    assert all(r["leak_count"] > 0 for r in rows if r["level"] in ("L0", "L3", "L4"))
+    assert all(r["memorised_count"] == 0 for r in rows)
     assert {r["statement_source"] for r in rows if r["level"] not in ("L1", "full")} == {"canonical"}
     assert {r["statement_attempts"] for r in rows if r["level"] in ("L1", "full")} == {1}
     # Every instance has a function around its gold patch that L4 rewrote and gated.
@@ -120,12 +123,14 @@ def test_oracle_run_writes_its_steps_action_counts_and_leak_audit(tmp_path):
     res = launch(tmp_path, "agent=oracle", "benchmark.limit=1", "levels=[L0]")
     assert res.returncode == 0, res.stderr[-3000:]
     [row] = runs(tmp_path, "builtin", "oracle")
-    assert (row["actions_edit"], row["actions_submit"], row["actions_read"], row["leak_count"]) == (1, 1, 0, 0)
+    assert (row["actions_edit"], row["actions_submit"], row["actions_read"]) == (1, 1, 0)
+    # L0 is the audit's baseline: the statement names three of inflection's 14 identity tokens.
+    assert (row["leak_count"], row["leaked_names"], row["unmapped_names"], row["memorised_count"]) == (
+        3, '["humanize", "inflection", "titleize"]', 14, 0)
     steps = pq.read_table(tmp_path / "builtin" / "oracle" / "gemma3-270m" / "steps.parquet").to_pylist()
-    assert [(s["key"], s["step"], s["category"], s["input_tokens"]) for s in steps] == [
-        (row["key"], 1, "edit", 0), (row["key"], 2, "submit", 0)]
-    assert "| - | oracle | L0 | 1 | 0.0 | 0.0 | 0.0 | 0.0 | 1.0 | 0.0 | 1.0 | 0.0 | 0 |" in res.stdout
-    assert "Leak audit (§III-F): 0 original repository names shown to the agent." in res.stdout
+    assert [(s["key"], s["step"], s["category"], s["input_tokens"], s["leak_count"], s["memorised_names"])
+            for s in steps] == [(row["key"], 1, "edit", 0, 0, "[]"), (row["key"], 2, "submit", 0, 0, "[]")]
+    assert "| - | oracle | L0 | 1 | 0.0 | 0.0 | 0.0 | 0.0 | 1.0 | 0.0 | 1.0 | 0.0 | 3 |" in res.stdout
 
 
 def test_unknown_model_name_is_a_clear_error_before_any_unit_runs(tmp_path):
@@ -162,7 +167,7 @@ def test_reference_task_files_run_through_the_same_path(tmp_path, benchmark, n_i
     rows = runs(tmp_path, benchmark, "oracle")
     assert len(rows) == n_instances * len(LEVELS)
     assert [(r["instance_id"], r["level"]) for r in rows if not r["resolved"]] == []
-    assert all(r["leak_count"] == 0 for r in rows)
+    assert all(r["memorised_count"] == 0 for r in rows)
     res = launch(tmp_path, "agent=null", *args, timeout=3000)
     assert res.returncode == 0, res.stderr[-3000:]
     assert [r for r in runs(tmp_path, benchmark, "null") if r["resolved"]] == []
