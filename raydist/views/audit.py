@@ -86,13 +86,16 @@ class IdentitySet:
 
     origins: Mapping[str, str]
     unreadable: tuple[str, ...] = ()
-    _keys: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
-    _span: list[int] = field(default_factory=lambda: [1], init=False, repr=False, compare=False)
+    _keys: Mapping[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
+    max_subwords: int = field(default=1, init=False, repr=False, compare=False)
+    """The most subwords one token has: the longest span ``find_exposures`` needs to try."""
 
     def __post_init__(self) -> None:
+        keys: dict[str, str] = {}
         for token in sorted(self.origins):
-            self._keys.setdefault(identity_key(token), token)
-        self._span[0] = max((len(split_subwords(t)) for t in self.origins), default=1)
+            keys.setdefault(identity_key(token), token)
+        object.__setattr__(self, "_keys", keys)
+        object.__setattr__(self, "max_subwords", max((len(split_subwords(t)) for t in self.origins), default=1))
 
     def __len__(self) -> int:
         return len(self.origins)
@@ -110,10 +113,6 @@ class IdentitySet:
     def lookup(self, key: str) -> str | None:
         """The token whose ``identity_key`` is ``key``, or None."""
         return self._keys.get(key)
-
-    @property
-    def max_subwords(self) -> int:
-        return self._span[0]
 
 
 def find_exposures(text: str, identity: IdentitySet) -> set[str]:
