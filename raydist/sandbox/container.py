@@ -54,15 +54,23 @@ TIMEOUT_CODES = (124, 137)  # coreutils `timeout`: TERM sent -> 124, KILL sent -
 # `timeout` returns, whatever remains of its group is killed too (repeatedly: a fork loop may
 # still be spawning). `$0` is the user's command. Its stderr joins stdout in the shell, so the
 # output keeps the order in which the command wrote it (Docker's two streams would not).
+# Bash's own notice of a job killed by a signal ("Killed", naming this wrapper) is silenced:
+# the exit code says it.
 _WRAPPER = (
-    "mkdir -p /tmp/.raydist && rm -f /tmp/.raydist/*.out; "
-    'timeout -k {grace} {limit} bash -lc "$0" > {log} 2>&1 & p=$!; wait $p; rc=$?; '
+    "mkdir -p {dir} 2>/dev/null; rm -f {dir}/*.out 2>/dev/null; o={log}; "
+    "{{ : > $o; }} 2>/dev/null || o=/dev/stdout; "
+    'timeout -k {grace} {limit} bash -lc "$0" > $o 2>&1 & p=$!; {{ wait $p; }} 2>/dev/null; rc=$?; '
     "n=0; while kill -9 -- -$p 2>/dev/null && [ $((n+=1)) -lt 1000 ]; do :; done; "
-    "cat {log}; printf %s {marker}; exit $rc"
+    '[ "$o" = /dev/stdout ] || cat $o; printf %s {marker}; exit $rc'
 )
 # The output also lands in a file, and the stream ends with a marker: Docker sometimes drops
 # the attached output of a short exec (moby/moby#27289, docker/docker-py#2042), and a stream
-# without its marker is then replaced by the file, read through the archive API.
+# without its marker is then replaced by the file, read through the archive API. The file
+# lives in a volume of its own, so a command that fills /tmp or /testbed does not cost its
+# own output (nor that of every later command); were that volume full too, the output goes
+# straight to the stream.
+LOG_DIR = "/run/raydist"
+LOG_SIZE = 64 << 20  # bytes of one command's output the file keeps
 
 
 # Capabilities a root process in a sandbox keeps (the bounding set of every process in it):
@@ -222,8 +230,9 @@ class Sandbox:
         limits = limits or Limits()
         all_labels = {OWNER_LABEL: owner_label(), **(labels or {})}
         tmpfs = dict(tmpfs or {})
-        mounts = [] if "/tmp" in tmpfs else [_tmpfs_volume("/tmp", parse_bytes(limits.tmp_size),
-                                                           "mode=1777")]
+        mounts = [_tmpfs_volume(LOG_DIR, LOG_SIZE, "mode=1777")]
+        if "/tmp" not in tmpfs:
+            mounts.append(_tmpfs_volume("/tmp", parse_bytes(limits.tmp_size), "mode=1777"))
         testbed = None
         if limits.testbed_size is not None and TESTBED not in tmpfs:
             testbed = _image_testbed(client, image)
@@ -285,9 +294,9 @@ class Sandbox:
         if timeout <= 0:
             raise ValueError(f"exec timeout must be positive seconds, got {timeout!r}")
         nonce = secrets.token_hex(8)
-        log, marker = f"/tmp/.raydist/{nonce}.out", f"__raydist_end_{nonce}__"
-        argv = ["bash", "-c", _WRAPPER.format(grace=f"{KILL_GRACE:g}", limit=f"{timeout:g}", log=log,
-                                              marker=marker), command]
+        log, marker = f"{LOG_DIR}/{nonce}.out", f"__raydist_end_{nonce}__"
+        argv = ["bash", "-c", _WRAPPER.format(dir=LOG_DIR, grace=f"{KILL_GRACE:g}", limit=f"{timeout:g}",
+                                              log=log, marker=marker), command]
         api = self.client.api
         exec_id = api.exec_create(
             self.container.id, argv, workdir=cwd, environment=dict(env or {})
