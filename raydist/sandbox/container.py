@@ -22,9 +22,11 @@ What bounds what (every sandbox, agent and grading alike):
   ``Limits.testbed_size``): a full one answers ENOSPC. Pages written there by the container
   count against ``Limits.memory`` too, and the volumes vanish with the container.
   ``Limits.file_size`` (RLIMIT_FSIZE) caps any one file a process writes anywhere, including
-  with ``fallocate`` (SIGXFSZ, exit 153). Not bounded beyond that per-file cap: the rest of
-  the writable layer, which only a root user can write into (for ``agent`` the image leaves no
-  other writable directory; its home is ``/tmp``).
+  with ``fallocate`` (SIGXFSZ, exit 153). ``exec`` keeps each command's output in a third
+  volume (``LOG_DIR``, ``LOG_SIZE``). Not bounded beyond the per-file cap: the rest of the
+  writable layer, which only a root user can write into (for ``agent`` the image leaves no
+  other writable directory; its home is ``/tmp``). The copy of the image's ``/testbed`` is
+  made by the daemon, so its pages are the host's, not the container's.
 """
 from __future__ import annotations
 
@@ -67,8 +69,8 @@ _WRAPPER = (
 # the attached output of a short exec (moby/moby#27289, docker/docker-py#2042), and a stream
 # without its marker is then replaced by the file, read through the archive API. The file
 # lives in a volume of its own, so a command that fills /tmp or /testbed does not cost its
-# own output (nor that of every later command); were that volume full too, the output goes
-# straight to the stream.
+# own output (nor that of every later command); were the file not writable at all, the
+# output goes straight to the stream.
 LOG_DIR = "/run/raydist"
 LOG_SIZE = 64 << 20  # bytes of one command's output the file keeps
 
