@@ -56,6 +56,14 @@ TIMEOUT_CODES = (124, 137)  # coreutils `timeout`: TERM sent -> 124, KILL sent -
 # `timeout` returns, whatever remains of its group is killed too (repeatedly: a fork loop may
 # still be spawning). `$0` is the user's command. Its stderr joins stdout in the shell, so the
 # output keeps the order in which the command wrote it (Docker's two streams would not).
+# A process that left the group (setsid, a daemon) is killed as well: after the command every
+# process but the init, the keep-alive `sleep` and this wrapper goes, with bash builtins only
+# (a fork bomb that fills the PID limit leaves no room for a `pkill`).
+_SWEEP = (
+    "n=0; while [ $n -lt 100 ]; do left=0; for d in /proc/[0-9]*; do q=${{d#/proc/}}; "
+    'case " 1 {keep} $$ " in *" $q "*) ;; *) kill -9 $q 2>/dev/null && left=1;; esac; done; '
+    "[ $left = 0 ] && break; n=$((n+1)); done; "
+)
 # Bash's own notice of a job killed by a signal ("Killed", naming this wrapper) is silenced:
 # the exit code says it.
 _WRAPPER = (
@@ -63,6 +71,7 @@ _WRAPPER = (
     "{{ : > $o; }} 2>/dev/null || o=/dev/stdout; "
     'timeout -k {grace} {limit} bash -lc "$0" > $o 2>&1 & p=$!; {{ wait $p; }} 2>/dev/null; rc=$?; '
     "n=0; while kill -9 -- -$p 2>/dev/null && [ $((n+=1)) -lt 1000 ]; do :; done; "
+    "{sweep}"
     '[ "$o" = /dev/stdout ] || cat $o; printf %s {marker}; exit $rc'
 )
 # The output also lands in a file, and the stream ends with a marker: Docker sometimes drops
@@ -167,6 +176,17 @@ def _image_testbed(client: docker.DockerClient, image: str):
         helper.remove(force=True, v=True)
 
 
+def _keepalive_pid(container) -> int | None:
+    """PID (in the container) of the keep-alive ``sleep infinity``, the init's only child right
+    after the start; ``None`` when it cannot be told (then ``exec`` sweeps no stray process)."""
+    try:
+        done = container.exec_run(["cat", "/proc/1/task/1/children"])
+    except APIError:
+        return None
+    pids = done.output.decode(errors="replace").split()
+    return int(pids[0]) if done.exit_code == 0 and len(pids) == 1 and pids[0].isdigit() else None
+
+
 def _tell(archive) -> int:
     """Length in bytes of a seekable file, which is left at position 0."""
     archive.seek(0, 2)
@@ -193,6 +213,7 @@ class Sandbox:
         self.container = container
         self.name: str = container.name
         self._owner: tuple[int, int] | None = None
+        self._keepalive: int | None = None
 
     @property
     def owner(self) -> tuple[int, int]:
@@ -265,6 +286,7 @@ class Sandbox:
                 mounts=mounts,
             )
             box = cls(client, container)
+            box._keepalive = _keepalive_pid(container)
             if testbed is not None:
                 try:
                     container.put_archive("/", testbed)
@@ -297,8 +319,9 @@ class Sandbox:
             raise ValueError(f"exec timeout must be positive seconds, got {timeout!r}")
         nonce = secrets.token_hex(8)
         log, marker = f"{LOG_DIR}/{nonce}.out", f"__raydist_end_{nonce}__"
-        argv = ["bash", "-c", _WRAPPER.format(dir=LOG_DIR, grace=f"{KILL_GRACE:g}", limit=f"{timeout:g}",
-                                              log=log, marker=marker), command]
+        sweep = "" if self._keepalive is None else _SWEEP.format(keep=self._keepalive)
+        argv = ["bash", "-c", _WRAPPER.format(sweep=sweep, dir=LOG_DIR, grace=f"{KILL_GRACE:g}",
+                                              limit=f"{timeout:g}", log=log, marker=marker), command]
         api = self.client.api
         exec_id = api.exec_create(
             self.container.id, argv, workdir=cwd, environment=dict(env or {})
