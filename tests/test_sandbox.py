@@ -71,6 +71,15 @@ def test_background_processes_do_not_outlive_their_command(box):
     assert box.exec("ps -e -o args= | grep -cx 'sleep 300' || true", timeout=30).output == "0\n"
 
 
+def test_processes_that_left_the_group_do_not_outlive_their_command(box):
+    assert box.exec("setsid sleep 300 & nohup sleep 301 >/dev/null 2>&1 & disown -a; echo started",
+                    timeout=30).output == "started\n"
+    assert box.exec("ps -e -o args= | grep -c '^sleep 30[01]$' || true", timeout=30).output == "0\n"
+    # The keep-alive is spared: the container still runs.
+    assert box.exec("ps -o args= -p 1 --ppid 1", timeout=30).output.split("\n")[:2] == [
+        "/sbin/docker-init -- sleep infinity", "sleep infinity"]
+
+
 def test_memory_limit_kills_large_allocation(box):
     result = box.exec("python3 -c 'b = bytearray(10 * 1024**3); print(len(b))'", timeout=60)
     assert result.returncode == 137

@@ -2,7 +2,10 @@
 
 Each step runs in the build container (network none) from ``/testbed``; their order is the
 recipe's: pins into a fresh venv, the repository's own install, the injected defect, then the
-git repository whose HEAD is the base state every run and grading starts from.
+git repository whose HEAD is the base state every run and grading starts from. Last, the
+unprivileged user every sandbox of the image runs as: ``agent`` owns ``/testbed`` and
+nothing else; its home is ``/tmp`` and no other directory is writable to it, so all it can
+write lands in the sandbox's bounded volumes (:mod:`raydist.sandbox.container`).
 """
 from __future__ import annotations
 
@@ -21,6 +24,10 @@ GIT_AS_RAYDIST = "git -c user.name=raydist -c user.email=raydist@localhost"
 GIT_EXCLUDE = "*.egg-info/\n__pycache__/\n*.py[co]\n.pytest_cache/\n"
 # `bash -l` reads /etc/profile, which resets PATH; this puts the venv back in front.
 PROFILE = f"export VIRTUAL_ENV={VENV}\nexport PATH={VENV}/bin:$PATH\n"
+AGENT_USER, AGENT_UID = "agent", 1000
+# Bumped whenever the steps change what an image holds, so images of an older layout are
+# rebuilt although their recipe key is unchanged (2: the ``agent`` user).
+BUILD_VERSION = "2"
 OFFLINE_PIP = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": WHEELS, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
 
 
@@ -57,7 +64,18 @@ def plan(recipe) -> list[tuple[str, str, dict, float]]:
         steps.append(("injected_patch", f"git apply --verbose {INJECTED}", {}, 120))
     steps.append(("git base commit", _git_base(), {}, 300))
     steps.append(("clean up", f"rm -rf {WHEELS} /root/.cache/pip {INJECTED}", {}, 300))
+    steps.append(("agent user", _agent_user(), {}, 300))
     return steps
+
+
+def _agent_user() -> str:
+    # /var/tmp becomes /tmp (bounded); every other world-writable bit goes, so the agent can
+    # only write to /testbed and /tmp.
+    return (f"useradd --uid {AGENT_UID} --user-group --home-dir /tmp --no-create-home "
+            f"--shell /bin/bash {AGENT_USER} && chown -R {AGENT_USER}:{AGENT_USER} /testbed && "
+            "rm -rf /var/tmp && ln -s /tmp /var/tmp && "
+            "find / -xdev -perm -0002 ! -type l -exec chmod o-w {} + && "
+            f"test -z \"$(find / -xdev -user {AGENT_USER} ! -path '/testbed*' -print -quit)\"")
 
 
 def _git_base() -> str:
@@ -67,5 +85,5 @@ def _git_base() -> str:
 
 def image_changes(key: str) -> list[str]:
     """Dockerfile instructions applied when the build container is committed."""
-    return [f"ENV PATH={PATH}", f"ENV VIRTUAL_ENV={VENV}", "WORKDIR /testbed",
-            f"LABEL raydist.instance-recipe={key}"]
+    return [f"ENV PATH={PATH}", f"ENV VIRTUAL_ENV={VENV}", "WORKDIR /testbed", f"USER {AGENT_USER}",
+            f"LABEL raydist.instance-recipe={key}", f"LABEL raydist.build={BUILD_VERSION}"]

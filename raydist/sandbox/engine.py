@@ -80,7 +80,7 @@ def sweep_orphans(client: docker.DockerClient) -> int:
         if not _is_orphan(labels.get(OWNER_LABEL, ""), host):
             continue
         try:
-            container.remove(force=True)
+            container.remove(force=True, v=True)
             removed += 1
         except NotFound:
             pass  # removed concurrently by another sweeper

@@ -2,9 +2,10 @@
 
 An instance image is ``raydist/instance:<recipe.key()>``: the base image plus a venv at
 ``/opt/venv`` with the recipe's exact pins, the sdist unpacked at ``/testbed`` and installed
-(``install_repo``), the injected defect applied, and a git repository whose HEAD is that base
-state. Like SWE-bench's env/instance layers the name is a content hash, so an image is built
-once and reused by every run and node that sees the same recipe (docs/architecture.md,
+(``install_repo``), the injected defect applied, a git repository whose HEAD is that base
+state, and the unprivileged ``agent`` user owning ``/testbed`` (the image's ``USER``). Like
+SWE-bench's env/instance layers the name is a content hash, so an image is built once (and
+again when ``build_steps.BUILD_VERSION`` changes what an image holds) and reused by every run and node that sees the same recipe (docs/architecture.md,
 ``raydist.sandbox``). Nothing inside a container touches the network: the sdist and a
 wheelhouse are prepared on the host (:mod:`raydist.sandbox.sources`).
 """
@@ -27,7 +28,9 @@ from raydist.sandbox.sources import (SourceError, build_requires, build_wheelhou
 
 INSTANCE_REPOSITORY = "raydist/instance"
 BASE_SCRIPT = Path(__file__).resolve().parents[2] / "launch" / "base_image.sh"
-BUILD_LIMITS = Limits(cpus=float(os.cpu_count() or 1), memory="8g", pids=4096)
+# Builds run as root and commit /testbed, so it stays in the writable layer (testbed_size None).
+BUILD_LIMITS = Limits(cpus=float(os.cpu_count() or 1), memory="8g", pids=4096, file_size="8g",
+                      tmp_size="4g", testbed_size=None)
 
 
 class ImageBuildError(RuntimeError):
@@ -100,7 +103,7 @@ def ensure_instance_image(client: docker.DockerClient, recipe, *, base_tag: str 
     repo_dir = cache_dir / "repos" / key
     what = f"{label or recipe.sdist.name + '==' + recipe.sdist.version} (recipe {key})"
     with file_lock(cache_dir / "locks" / f"{key}.lock"):
-        if not _image_exists(client, tag):
+        if not _image_current(client, tag):
             base = ensure_base_image(client, base_tag)
             _build(client, recipe, base, tag, cache_dir, what)
         if not repo_dir.is_dir():
@@ -110,12 +113,13 @@ def ensure_instance_image(client: docker.DockerClient, recipe, *, base_tag: str 
     return InstanceImage(tag, repo_dir)
 
 
-def _image_exists(client: docker.DockerClient, tag: str) -> bool:
+def _image_current(client: docker.DockerClient, tag: str) -> bool:
+    """Whether ``tag`` exists and was built by today's steps (label ``raydist.build``)."""
     try:
-        client.images.get(tag)
-        return True
+        labels = client.images.get(tag).labels or {}
     except ImageNotFound:
         return False
+    return labels.get("raydist.build") == build_steps.BUILD_VERSION
 
 
 def _build(client, recipe, base: str, tag: str, cache_dir: Path, what: str) -> None:
