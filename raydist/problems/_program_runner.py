@@ -35,8 +35,8 @@ What the program could reach in its own process, and how each is closed (``"test
   ``/proc`` (``/proc/self/mem``, ``/proc/self/fd``; symbolic links resolved) ends the
   program, and so does native code: ``ctypes``, any extension module outside the
   interpreter's own ``lib-dynload`` directory, its test modules, ``_posixsubprocess``, and
-  crafted bytecode (``code.__new__``/``code.replace``, ``marshal.loads``, assigning a
-  function's ``__code__``); the proof file itself is write-only and root's;
+  crafted bytecode (``code.__new__``/``code.replace``, assigning a function's ``__code__``);
+  the proof file itself is write-only and root's;
 * the tests: they run in their own namespace (a copy of the solution's, then the test
   set-up), with a private copy of the builtins and of every module the tests import, taken
   before the solution ran, so a solution that patches ``builtins.abs``, ``math.isclose`` or
@@ -49,8 +49,9 @@ What the program could reach in its own process, and how each is closed (``"test
 What remains open: an object whose ``__eq__`` (or ``__bool__``, ``__lt__``...) always agrees
 makes ``assert f(x) == y`` hold without the right answer; that is a property of the
 benchmark's tests, not of the execution, and is not closed here. So is patching a method of
-a stdlib *class* the tests use (``collections.Counter.__eq__``), and a way around the audit
-hook that CPython itself has no event for. ``"script"`` programs get the same proof channel
+a stdlib *class* the tests use (``collections.Counter.__eq__``), bytecode crafted through
+``marshal.loads`` (the import system reads every ``.pyc`` with it, so it cannot be refused
+cheaply), and a way around the audit hook that CPython itself has no event for. ``"script"`` programs get the same proof channel
 (an early exit is never ``passed``) but none of the closures above, and may use ``ctypes``
 (the sandbox's own tests need it to get past the hook): a script's ``passed`` is not proof
 against a hostile program, which is why scoring uses ``"tests"``.
@@ -103,7 +104,7 @@ BLOCKED_EVENTS = frozenset({
 STRICT_EVENTS = frozenset({
     "sys.settrace", "sys.setprofile", "sys._current_frames", "sys._current_exceptions",
     "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys.addaudithook",
-    "code.__new__", "marshal.loads", "marshal.load",
+    "code.__new__",
 })
 STRICT_PREFIXES = ("ctypes.",)
 FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
