@@ -8,6 +8,8 @@ channel, tracing or frame tricks, processes, threads and signals."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from raydist.problems import load_seeds
@@ -17,7 +19,7 @@ from raydist.sandbox import base_image_tag
 
 pytestmark = pytest.mark.docker
 LIMITS = ExecLimits(cpu_seconds=3, wall_seconds=6)
-MBPP_PATH = "/work/shared/data/mbpp/sanitized-mbpp.json"
+MBPP = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "mbpp" / "sanitized-mbpp.json"
 
 WRONG_0 = "def has_close_elements(numbers, threshold):\n    return False\n"
 IMPORT_0 = "from typing import List\n\n\n"
@@ -211,8 +213,10 @@ def test_all_164_humaneval_canonical_solutions_pass(runner):
     assert (len(problems), failed) == (164, {})
 
 
+@pytest.mark.shared_data
+@pytest.mark.skipif(not MBPP.is_file(), reason=f"MBPP-sanitized not found at {MBPP} (shared reference data)")
 def test_mbpp_canonical_solutions_pass(runner):
-    problems = load_seeds("mbpp", path=MBPP_PATH, limit=60)
+    problems = load_seeds("mbpp", path=MBPP, limit=60)
     results = runner.run_many([program_for(item_of(p), p.canonical_solution) for p in problems])
     failed = {p.problem_id: r.output_tail[-300:] for p, r in zip(problems, results) if not r.passed}
     assert (len(problems), failed) == (60, {})

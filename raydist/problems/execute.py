@@ -71,7 +71,7 @@ class ExecLimits:
     ``wall_seconds`` TERM, then KILL 1 s later, to the program's process group: sleeping or
     blocked programs. ``memory_mb`` RLIMIT_AS in MB: huge allocations fail with ``MemoryError``
     instead of starving the machine. ``max_processes`` RLIMIT_NPROC of the program's uid
-    (threads count): fork bombs that get past the audit hook. ``output_bytes``: how much of
+    (threads count, the runner's own two among them): fork bombs that get past the audit hook. ``output_bytes``: how much of
     the end of the merged stdout/stderr is kept. ``file_mb`` RLIMIT_FSIZE in MB, also the most
     a program may print: a program filling the disk. ``scratch_mb``: the tmpfs holding the
     program's directory and its output, counted against the container's memory.
