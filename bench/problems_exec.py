@@ -1,6 +1,7 @@
 """Sandboxed program executions per second: ProgramRunner (1 and 2 workers) against plain
 `python3 -I program.py` subprocesses on the host and against one fresh container per program,
-on the assembled programs (canonical solution + tests) of the first N HumanEval problems.
+on the canonical solutions and tests of the first N HumanEval problems (the pool runs them as
+scored Programs, with the proof of every assert; the other rows as one script each).
 
 Every row runs the same programs in the same process run, rows interleaved over --repeat
 rounds (best kept); a rate is programs / wall seconds of the executions alone (a pool's
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from raydist.problems import assemble_program, load_seeds
-from raydist.problems.execute import ExecLimits, ProgramRunner
+from raydist.problems.execute import ExecLimits, Program, ProgramRunner
 from raydist.sandbox import Limits, Sandbox, base_image_tag, connect, ensure_base_image
 
 
@@ -67,7 +68,7 @@ def run_host(python: str, programs: list[str], wall: float) -> Row:
                    time.perf_counter() - start)
 
 
-def run_pool(client, image: str, programs: list[str], limits: ExecLimits, workers: int) -> Row:
+def run_pool(client, image: str, programs: list[Program], limits: ExecLimits, workers: int) -> Row:
     start = time.perf_counter()
     with ProgramRunner(client, image, limits=limits, workers=workers) as runner:
         setup = time.perf_counter() - start
@@ -101,11 +102,13 @@ def main() -> None:
     args = parser.parse_args()
     client = connect()
     image = ensure_base_image(client, args.image or base_image_tag())
-    programs = [assemble_program(problem) for problem in load_seeds("humaneval", limit=args.n)]
+    problems = load_seeds("humaneval", limit=args.n)
+    programs = [assemble_program(problem) for problem in problems]  # scripts, for the host and fresh rows
+    scored = [Program(p.canonical_solution, p.tests, p.test_setup) for p in problems]  # what scoring runs
     limits = ExecLimits()
     python = host_python()
     measures = [lambda: run_host(python, programs, limits.wall_seconds)]
-    measures += [lambda w=workers: run_pool(client, image, programs, limits, w) for workers in args.workers]
+    measures += [lambda w=workers: run_pool(client, image, scored, limits, w) for workers in args.workers]
     measures.append(lambda: run_fresh(client, image, programs[:args.fresh], limits))
     # Interleaved rounds: load from other jobs on the machine hits every row alike.
     rounds = [[measure() for measure in measures] for _ in range(args.repeat)]

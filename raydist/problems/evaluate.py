@@ -12,6 +12,8 @@ import ast
 import re
 from dataclasses import dataclass
 
+from raydist.problems._program_runner import Program
+
 #: How a model under test is asked: the prompt as HumanEval/MBPP give it (a signature and a
 #: description), the answer as one fenced block holding the whole function.
 SYSTEM = "You are an expert Python programmer. Answer with code only."
@@ -76,9 +78,10 @@ def _is_import(line: str) -> bool:
     return len(tree.body) == 1 and isinstance(tree.body[0], (ast.Import, ast.ImportFrom))
 
 
-def program_for(item: Item, solution: str) -> str:
-    """``solution`` followed by the item's test set-up and asserts, as one script."""
-    return "\n".join([solution, "", item.test_setup, "", *item.tests, ""])
+def program_for(item: Item, solution: str) -> Program:
+    """``solution`` scored by the item's test set-up and asserts (``Program.script()`` is the
+    same as one script)."""
+    return Program(solution, tuple(item.tests), item.test_setup)
 
 
 def sample(complete, item: Item, *, n: int, max_tokens: int, seed: int) -> list[str]:

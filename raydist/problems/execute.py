@@ -1,11 +1,16 @@
 """Run model-written Python programs safely and fast: a pool of long-lived sandboxes.
 
-DyCodeEval scores a completion by running the program :func:`raydist.problems.assemble_program`
-builds (solution, then the tests as ``assert`` statements) and counting it correct when it
-runs to its end (§4.1, pass@k). An evaluation runs thousands of such programs, so a
-container per program is too slow (``bench/problems_exec.py``). :class:`ProgramRunner` keeps
-``workers`` sandboxes (no network, container memory and PID limits as a backstop) and runs
-each program as its own process in one of them:
+DyCodeEval scores a completion by running it with the problem's tests (``assert``
+statements) and counting it correct when they all ran and held (§4.1, pass@k). A
+:class:`Program` (solution, test set-up, tests) is scored so that a completion cannot forge
+the verdict: ``passed`` needs a proof line, written by the runner only after every test
+returned and every ``assert`` executed, that holds a fresh random secret per run which the
+program's code never sees (``_program_runner.py`` says how, which threats that closes and
+which remain). Exit code 0 or anything the program prints is never a pass. An evaluation
+runs thousands of programs, so a container per program is too slow
+(``bench/problems_exec.py``). :class:`ProgramRunner` keeps ``workers`` sandboxes (no network,
+container memory and PID limits as a backstop) and runs each program as its own process in
+one of them:
 
 * as an unprivileged uid (slot ``k`` uses ``FIRST_UID - k``: 65534 ``nobody`` for the first;
   one uid per slot because RLIMIT_NPROC counts a uid's processes across all containers of
@@ -22,6 +27,8 @@ Docker is needed here; the pure parts of :mod:`raydist.problems` do not import t
 """
 from __future__ import annotations
 
+import hmac
+import json
 import math
 import queue
 import re
@@ -36,8 +43,11 @@ from typing import Literal
 import docker
 from docker.errors import DockerException
 
-from raydist.problems._program_runner import EXIT_BLOCKED, EXIT_LIMIT, EXIT_MEMORY
+from raydist.problems._program_runner import EXIT_BLOCKED, EXIT_LIMIT, EXIT_MEMORY, Program, assert_sites
 from raydist.sandbox import Limits, Sandbox
+
+__all__ = ["ExecLimits", "Program", "ProgramResult", "ProgramRunner", "classify", "expected_proof",
+           "parse_batch_output", "program_json"]
 
 Status = Literal["passed", "failed", "timeout", "memory", "killed", "error"]
 FIRST_UID = 65534
@@ -49,7 +59,7 @@ MAX_BATCH = 8  # programs per exec: one Docker exec costs about as much as runni
 MAX_ENV_BYTES = 96_000  # a larger program travels as a file (Linux caps one variable at 128 KiB)
 MAX_BATCH_ENV_BYTES = 512_000  # all programs of a batch in the environment (ARG_MAX is ~2 MiB)
 SELF_CHECK = "import os, sys\nassert __name__ == '__main__' and sys.flags.isolated and os.getuid() != 0\n"
-_STATUS = re.compile(r"rc=(\d+) real=([\d.]+) user=([\d.]+) sys=([\d.]+) oom=(-?\d+) left=(\d+)\n")
+_STATUS = re.compile(r"rc=(\d+) real=([\d.]+) user=([\d.]+) sys=([\d.]+) oom=(-?\d+) left=(\d+) proof=([0-9a-f:]*)\n")
 _FILES = Path(__file__).parent
 
 
@@ -61,7 +71,7 @@ class ExecLimits:
     ``wall_seconds`` TERM, then KILL 1 s later, to the program's process group: sleeping or
     blocked programs. ``memory_mb`` RLIMIT_AS in MB: huge allocations fail with ``MemoryError``
     instead of starving the machine. ``max_processes`` RLIMIT_NPROC of the program's uid
-    (threads count): fork bombs that get past the audit hook. ``output_bytes``: how much of
+    (threads count, the runner's own two among them): fork bombs that get past the audit hook. ``output_bytes``: how much of
     the end of the merged stdout/stderr is kept. ``file_mb`` RLIMIT_FSIZE in MB, also the most
     a program may print: a program filling the disk. ``scratch_mb``: the tmpfs holding the
     program's directory and its output, counted against the container's memory.
@@ -87,13 +97,16 @@ class ExecLimits:
 
 @dataclass(frozen=True)
 class ProgramResult:
-    """Outcome of one program. ``passed`` is ``status == "passed"`` (exit code 0 after its last line).
+    """Outcome of one program. ``passed`` is ``status == "passed"``: exit code 0 and the runner's
+    proof line, with this run's secret, that every test ran (a script: that it ran to its end).
 
-    ``status``: ``passed``; ``failed`` (an exception, a failed assert, a non-zero exit, or an
-    early ``exit(0)`` that skipped the rest); ``timeout`` (CPU or wall limit); ``memory``
+    ``status``: ``passed``; ``failed`` (an exception, a failed assert, a non-zero exit, an
+    early exit of any kind, tests whose namespace changed under them, or no valid proof);
+    ``timeout`` (CPU or wall limit); ``memory``
     (``MemoryError`` under the address-space limit, or the container's OOM killer);
     ``killed`` (any other death by a signal); ``error`` (the sandbox refused it: a blocked
-    socket or process start, the file-size or process limit, or the sandbox itself failed).
+    socket or process start, a native-code or introspection operation a :class:`Program` may
+    not use, the file-size or process limit, or the sandbox itself failed).
     ``returncode`` is the program's exit code (``128 + n`` for signal ``n``, ``124`` for the wall
     timeout, ``-1`` when the sandbox failed), ``seconds`` its wall time, ``output_tail`` the last
     ``output_bytes`` of its merged stdout/stderr.
@@ -145,17 +158,24 @@ class ProgramRunner:
         """The pool's current sandboxes; slot ``k``'s programs run there as uid ``FIRST_UID - k``."""
         return [slot.sandbox for slot in self._slots]
 
-    def run(self, program: str) -> ProgramResult:
-        """Run one program (Python source text) in a free sandbox; blocks until one is free."""
+    def run(self, program: Program | str) -> ProgramResult:
+        """Run one program in a free sandbox; blocks until one is free. A :class:`Program` is a
+        completion and its tests (what scoring uses); a ``str`` is a script, ``passed`` when it
+        ran to its end (not proof against a hostile script: see ``_program_runner.py``)."""
         return self.run_many([program])[0]
 
-    def run_many(self, programs: Sequence[str]) -> list[ProgramResult]:
+    def run_many(self, programs: Sequence[Program | str]) -> list[ProgramResult]:
         """Run ``programs``, the results in their order; with ``workers > 1`` in parallel threads.
 
         Programs go to the sandboxes in batches of up to ``MAX_BATCH`` (one exec each), still
-        one process per program. Raises ``docker.errors.DockerException`` only when a failed
-        sandbox cannot be replaced (the daemon is gone).
+        one process per program. Raises ``ValueError`` for a :class:`Program` whose tests hold
+        no ``assert`` (nothing would prove they ran), ``docker.errors.DockerException`` only
+        when a failed sandbox cannot be replaced (the daemon is gone).
         """
+        for program in programs:
+            if isinstance(program, Program) and assert_sites(program.tests) == 0:
+                raise ValueError("a Program's tests must hold at least one assert statement; "
+                                 "give the problem's asserts as Program.tests")
         size = max(1, min(MAX_BATCH, math.ceil(len(programs) / (self.workers * 4))))
         batches = [list(programs[start:start + size]) for start in range(0, len(programs), size)]
         if self.workers == 1 or len(batches) <= 1:
@@ -179,7 +199,7 @@ class ProgramRunner:
 
     # --- batches ---------------------------------------------------------------------------
 
-    def _run_batch(self, programs: list[str]) -> list[ProgramResult]:
+    def _run_batch(self, programs: list[Program | str]) -> list[ProgramResult]:
         """Run ``programs`` in one free sandbox. A sandbox that fails is replaced and the
         unfinished programs run again there; the one it failed on gets a second chance only."""
         slot = self._free.get()
@@ -202,17 +222,21 @@ class ProgramRunner:
         finally:
             self._free.put(slot)
 
-    def _exec(self, slot: _Slot, programs: list[str]) -> tuple[list[ProgramResult | None], str]:
+    def _exec(self, slot: _Slot, programs: list[Program | str]) -> tuple[list[ProgramResult | None], str]:
         """One exec of ``_run_program.sh``: per program its result or None, and what went
         wrong with the sandbox ("" when nothing did)."""
         limits, token = self.limits, secrets.token_hex(8)
-        env, files, env_bytes = {"RAYDIST_MARK": token}, {}, 0
+        env, files, env_bytes, proofs = {"RAYDIST_MARK": token}, {}, 0, []
         for index, program in enumerate(programs):
-            size = len(program.encode("utf-8"))
-            if size <= MAX_ENV_BYTES and env_bytes + size <= MAX_BATCH_ENV_BYTES and "\0" not in program:
-                env[f"RAYDIST_PROGRAM_{index}"], env_bytes = program, env_bytes + size
+            secret = secrets.token_hex(16)
+            env[f"RAYDIST_SECRET_{index}"] = secret
+            proofs.append(expected_proof(program, secret))
+            text = program_json(program)
+            size = len(text.encode("utf-8"))
+            if size <= MAX_ENV_BYTES and env_bytes + size <= MAX_BATCH_ENV_BYTES:
+                env[f"RAYDIST_PROGRAM_{index}"], env_bytes = text, env_bytes + size
             else:
-                files[f"incoming/{index}.py"] = program
+                files[f"incoming/{index}.json"] = text
         command = (f"bash {HOME}/run_program.sh {slot.uid} {limits.wall_seconds:g} {limits.cpu_seconds} "
                    f"{limits.memory_mb << 20} {limits.max_processes} {limits.file_mb << 20} "
                    f"{limits.output_bytes} {len(programs)}")
@@ -223,7 +247,7 @@ class ProgramRunner:
                                        timeout=len(programs) * (limits.wall_seconds + 1 + SLACK_SECONDS)).output
         except (DockerException, OSError) as error:
             return [None] * len(programs), f"the sandbox failed: {error}"
-        return parse_batch_output(output, token, len(programs), limits)
+        return parse_batch_output(output, token, proofs, limits)
 
     # --- sandboxes ---------------------------------------------------------------------------
 
@@ -265,15 +289,39 @@ class ProgramRunner:
         slot.sandbox = self._start_sandbox(slot.uid)
 
 
-def parse_batch_output(output: str, token: str, count: int,
+def program_json(program: Program | str) -> str:
+    """What ``_program_runner.py`` reads: a :class:`Program` as kind ``tests``, a script as
+    kind ``script`` (JSON, ASCII-only, so no NUL byte or encoding issue reaches the shell)."""
+    if isinstance(program, Program):
+        spec = {"kind": "tests", "solution": program.solution, "setup": program.setup,
+                "tests": list(program.tests)}
+    elif isinstance(program, str):
+        spec = {"kind": "script", "source": program}
+    else:
+        raise TypeError(f"a program is a Program or a str, got {type(program).__name__}")
+    return json.dumps(spec)
+
+
+def expected_proof(program: Program | str, secret: str) -> str:
+    """The proof line the runner writes for ``program`` run with ``secret`` when it passed:
+    ``<secret>:<n>:<n>`` with ``n`` the asserts of its tests (0 for a script). A Program whose
+    tests do not parse gets a proof no run can write."""
+    sites = assert_sites(program.tests) if isinstance(program, Program) else 0
+    return f"{secret}:{sites}:{sites}" if sites >= 0 else "never"
+
+
+def parse_batch_output(output: str, token: str, proofs: Sequence[str],
                        limits: ExecLimits) -> tuple[list[ProgramResult | None], str]:
     """Per program, its result (None when the script never finished it), and the sandbox's
-    problem ("" when healthy) from the text ``_run_program.sh`` printed with mark ``token``.
+    problem ("" when healthy) from the text ``_run_program.sh`` printed with mark ``token``;
+    ``proofs[i]`` is program ``i``'s :func:`expected_proof`.
 
     Program ``i``'s output tail lies between ``<token>:begin:<i>`` and ``<token>:end:<i>``;
-    the program cannot forge either, since it never sees the token. Processes of the uid that
+    the program cannot forge either, since it never sees the token. It passed only when it
+    exited 0 and its proof file held exactly ``proofs[i]``. Processes of the uid that
     survived the clean-up, or a program left unfinished, make the sandbox unhealthy.
     """
+    count = len(proofs)
     results: list[ProgramResult | None] = []
     for index in range(count):
         begin_mark, end_mark = f"{token}:begin:{index}\n", f"\n{token}:end:{index} "
@@ -282,8 +330,9 @@ def parse_batch_output(output: str, token: str, count: int,
         match = _STATUS.match(output, end + len(end_mark)) if end >= 0 else None
         if match is None:
             break
-        rc, real, user, sys_, oom, left = match.groups()
-        status = classify(int(rc), float(real), float(user) + float(sys_), int(oom) > 0, limits)
+        rc, real, user, sys_, oom, left, proof = match.groups()
+        status = classify(int(rc), float(real), float(user) + float(sys_), int(oom) > 0, limits,
+                          proved=hmac.compare_digest(proof, proofs[index]))
         results.append(ProgramResult(status == "passed", status, int(rc), float(real),
                                      output[begin + len(begin_mark):end]))
         if int(left):
@@ -295,11 +344,12 @@ def parse_batch_output(output: str, token: str, count: int,
 
 
 def classify(returncode: int, seconds: float, cpu_seconds: float, oom_killed: bool,
-             limits: ExecLimits) -> Status:
+             limits: ExecLimits, *, proved: bool) -> Status:
     """The status of a program from how it ended (exit codes of ``_program_runner.py`` and
-    ``timeout``; ``128 + n`` is death by signal ``n``; times in seconds)."""
+    ``timeout``; ``128 + n`` is death by signal ``n``; times in seconds) and whether its proof
+    line was this run's (``proved``): ``passed`` needs both exit code 0 and the proof."""
     if returncode == 0:
-        return "passed"
+        return "passed" if proved else "failed"
     if oom_killed or returncode == EXIT_MEMORY:
         return "memory"
     killed = returncode == 128 + signal.SIGKILL

@@ -72,7 +72,7 @@ def read_json_dir(folder: Path) -> dict[str, dict]:
 #: Version of how an answer becomes a scored program (``raydist.problems.evaluate``); a change
 #: that can move a score bumps it, so a resumed run scores its items again (the model's
 #: answers come back from the request cache).
-SCORING_VERSION = 2
+SCORING_VERSION = 3
 
 
 def completion_key(model: str, item_id: str, n: int, temperature: float, max_tokens: int) -> str:
