@@ -84,6 +84,7 @@ def test_a_killed_server_whose_port_was_taken_moves_to_a_free_port(supervised):
     old_port = _port(api_base)
     os.kill(supervisor.process.pid, signal.SIGKILL)
     squatter = socket.socket()
+    squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers do: FIN_WAIT traces are no obstacle
     deadline = time.monotonic() + 2
     while True:  # the port frees once the kernel has closed the dead server's socket
         try:
