@@ -128,3 +128,14 @@ def test_a_call_after_the_launch_ended_is_model_unreachable(ray_local):
     with pytest.raises(InfrastructureError, match="is gone|does not answer|is stopped") as err:
         _model(endpoint).query(ASK)
     assert err.value.cause == "model_unreachable"
+
+
+def test_a_bad_supervisor_setting_is_named_before_any_server_starts():
+    from raydist.models.server import ModelServerError
+
+    with pytest.raises(ModelServerError, match=r"local_models.stub.supervisor=.*hang_checks must be >= 1"):
+        with serve_model("stub", stub_cfg(hang_checks=0)):
+            pass
+    with pytest.raises(ModelServerError, match=r"unexpected keyword argument 'restarts'.*SupervisorPolicy"):
+        with serve_model("stub", stub_cfg(restarts=3)):
+            pass

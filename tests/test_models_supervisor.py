@@ -177,3 +177,17 @@ def test_llama_cpp_is_checked_on_a_path_that_does_not_wait_for_the_model():
 
     assert liveness_path_for(llama_cpp_command(), "/v1/models") == "/docs"
     assert liveness_path_for(["vllm", "serve", "m"], "/health") == "/health"
+
+
+def test_a_client_reporting_failure_gets_the_server_checked_at_once(supervised):
+    supervisor = supervised(policy=SupervisorPolicy(check_interval_s=60, health_timeout_s=0.5, backoff_s=0.1))
+    api_base = supervisor.start()
+    first = supervisor.process.pid
+    os.kill(first, signal.SIGKILL)
+    while not _gone(first):  # dead, as it is by the time a client's retries ran out
+        time.sleep(0.01)
+    assert supervisor.api_base(wait_s=10) == api_base and supervisor.restarts == 0  # not checked yet
+    started = time.monotonic()
+    assert supervisor.api_base(wait_s=10, recheck=True) == api_base
+    assert time.monotonic() - started < 5 and supervisor.restarts == 1
+    assert supervisor.process.pid not in (None, first) and _answers(api_base)

@@ -62,8 +62,8 @@ class EndpointModel(LitellmTextbasedModel):
 
     def _query(self, messages: list[dict[str, str]], **kwargs):
         rounds = 1 + (self.reconnects if self.endpoint.server_name else 0)
-        for _ in range(rounds):
-            self._follow_server()
+        for round_ in range(rounds):
+            self._follow_server(recheck=round_ > 0)
             call = partial(super()._query, messages,
                            **(self.endpoint.secret_kwargs() | kwargs | self._address_kwargs()))
             try:
@@ -77,14 +77,15 @@ class EndpointModel(LitellmTextbasedModel):
     def _address_kwargs(self) -> dict:
         return {"api_base": self.endpoint.api_base} if self.endpoint.api_base else {}
 
-    def _follow_server(self) -> None:
-        """Take the address the endpoint's supervisor reports (waiting while it restarts)."""
+    def _follow_server(self, recheck: bool) -> None:
+        """Take the address the endpoint's supervisor reports (waiting while it restarts;
+        `recheck`: the last round failed, so the supervisor checks the server at once)."""
         if self.endpoint.server_name is None:
             return
         from raydist.models.server import ModelServerError  # imports Ray: only when supervised
 
         try:
-            endpoint = self.endpoint.following_server(self.restart_wait_s)
+            endpoint = self.endpoint.following_server(self.restart_wait_s, recheck)
         except ModelServerError as exc:
             raise InfrastructureError(f"model {self.endpoint.litellm_model!r}: {exc}",
                                       cause="model_unreachable") from exc

@@ -47,6 +47,15 @@ def serve_model(model: str, model_cfg: dict | None) -> Iterator:
     model_path = model_cfg.get("model_path")
     # `{python}` is this interpreter, so the server runs from the same environment as raydist.
     command = [part.replace("{python}", sys.executable) for part in model_cfg["command"]]
+    from raydist.models.server import ModelServerError
+    from raydist.models.supervisor import SupervisorPolicy
+
+    policy = dict(model_cfg.get("supervisor") or {})
+    try:
+        SupervisorPolicy(**policy)  # a bad key or value fails here, named, not inside the actor
+    except (TypeError, ValueError) as exc:
+        raise ModelServerError(f"local_models.{model}.supervisor={policy}: {exc}; its keys are the fields of "
+                               "raydist.models.supervisor.SupervisorPolicy") from exc
     name = f"raydist-model-server-{uuid.uuid4().hex[:12]}"  # unique: several launches may share a cluster
     namespace = ray.get_runtime_context().namespace
     server = ModelServer.options(
@@ -58,7 +67,7 @@ def serve_model(model: str, model_cfg: dict | None) -> Iterator:
         startup_timeout=float(model_cfg.get("startup_timeout_s", 180)),
         health_path=model_cfg.get("health_path", "/v1/models"),
         liveness_path=model_cfg.get("liveness_path"),
-        policy=dict(model_cfg.get("supervisor") or {}),
+        policy=policy,
     )
     try:
         api_base = ray.get(server.start.remote())

@@ -79,10 +79,10 @@ class ModelEndpoint:
             kwargs["extra_body"] = dict(self.extra_body)
         return kwargs
 
-    def following_server(self, wait_s: float) -> "ModelEndpoint":
+    def following_server(self, wait_s: float, recheck: bool = False) -> "ModelEndpoint":
         """This endpoint at the address its supervised server has now: itself when there is
         no supervisor or the address did not change. Waits up to `wait_s` seconds while the
-        server restarts.
+        server restarts; `recheck` (after failed calls) has the server checked at once.
 
         Raises:
             raydist.models.server.ModelServerError: the supervisor is gone, its server failed
@@ -92,7 +92,7 @@ class ModelEndpoint:
             return self
         from raydist.models.server import current_api_base
 
-        api_base = current_api_base(self.server_name, self.server_namespace, wait_s)
+        api_base = current_api_base(self.server_name, self.server_namespace, wait_s, recheck)
         return self if api_base == self.api_base else replace(self, api_base=api_base)
 
     def secret_kwargs(self) -> dict[str, str]:

@@ -331,10 +331,11 @@ class ModelServer:
         with the log tail when every start attempt failed."""
         return self._supervisor.start()
 
-    def api_base(self, wait_s: float = 0.0) -> str:
-        """The current `api_base`, waiting up to `wait_s` s while a restart is under way.
+    def api_base(self, wait_s: float = 0.0, recheck: bool = False) -> str:
+        """The current `api_base`, waiting up to `wait_s` s while a restart is under way;
+        `recheck`: check the server now (the caller's requests just failed).
         Raises ModelServerError when the server failed for good, stopped, or is still restarting."""
-        return self._supervisor.api_base(wait_s)
+        return self._supervisor.api_base(wait_s, recheck)
 
     def restarts(self) -> int:
         """How many times the server was restarted."""
@@ -366,7 +367,8 @@ def _server_actor(name: str, namespace: str | None):
     return ray.get_actor(name, namespace=namespace)
 
 
-def current_api_base(name: str, namespace: str | None = None, wait_s: float = RESTART_WAIT_S) -> str:
+def current_api_base(name: str, namespace: str | None = None, wait_s: float = RESTART_WAIT_S,
+                     recheck: bool = False) -> str:
     """The `api_base` the named `ModelServer` actor reports now, waiting up to `wait_s`
     seconds while its server restarts (the address may change: a new port when the old one
     was taken).
@@ -375,6 +377,7 @@ def current_api_base(name: str, namespace: str | None = None, wait_s: float = RE
         name: the actor's Ray name (`ModelEndpoint.server_name`).
         namespace: its Ray namespace; None for the caller's.
         wait_s: longest wait for a restart, seconds.
+        recheck: the caller's requests just failed: have the server checked now.
 
     Raises:
         ModelServerError: the actor is gone (its launch ended or its node died), or its
@@ -385,7 +388,7 @@ def current_api_base(name: str, namespace: str | None = None, wait_s: float = RE
     except ValueError as exc:
         raise ModelServerError(f"model server actor {name!r} is gone (its launch has ended): {exc}") from exc
     try:
-        return ray.get(actor.api_base.remote(wait_s=wait_s), timeout=wait_s + 60)
+        return ray.get(actor.api_base.remote(wait_s=wait_s, recheck=recheck), timeout=wait_s + 60)
     except ray.exceptions.RayTaskError as exc:
         # The actor's own ModelServerError, without Ray's remote traceback around it.
         raise ModelServerError(str(exc.cause)) from None

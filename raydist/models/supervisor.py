@@ -83,6 +83,8 @@ class Supervisor:
         self._restarts = 0
         self._events: list[str] = []
         self._stopping = threading.Event()
+        self._wake = threading.Event()  # check now, not at the next interval
+        self._checks = 0
         self._thread: threading.Thread | None = None
         self._grace = 10.0
 
@@ -101,14 +103,22 @@ class Supervisor:
             self._cond.wait_for(lambda: self._state != STARTING)
             return self._current(0)
 
-    def api_base(self, wait_s: float = 0.0) -> str:
+    def api_base(self, wait_s: float = 0.0, recheck: bool = False) -> str:
         """The server's current `api_base`, waiting up to `wait_s` seconds while it restarts.
+
+        `recheck=True` is for a client whose calls just failed: the server is checked at once
+        rather than at the next interval, so a death is acted on before the client retries.
 
         Raises:
             ModelServerError: the server failed for good (reason and log tail), was stopped,
                 or is still restarting after `wait_s` seconds.
         """
         with self._cond:
+            if recheck and self._state == READY:
+                seen = self._checks
+                self._wake.set()
+                self._cond.wait_for(lambda: self._checks > seen or self._state != READY,
+                                    timeout=min(wait_s, self.policy.health_timeout_s + 5))
             self._cond.wait_for(lambda: self._state not in (STARTING, RESTARTING), timeout=wait_s)
             return self._current(wait_s)
 
@@ -131,6 +141,7 @@ class Supervisor:
         """Stop monitoring and the server (SIGTERM, SIGKILL after `grace` s); idempotent."""
         self._grace = grace
         self._stopping.set()
+        self._wake.set()
         with self._cond:
             thread = self._thread
             self._cond.notify_all()
@@ -170,14 +181,17 @@ class Supervisor:
             if not self._launch():
                 return
             misses = 0
-            while not self._stopping.wait(self.policy.check_interval_s):
+            while True:
+                self._wake.wait(self.policy.check_interval_s)
+                self._wake.clear()
+                if self._stopping.is_set():
+                    return
                 code = self.process.exit_code
                 if code is None:
-                    if self.process.alive(timeout=self.policy.health_timeout_s):
-                        misses = 0
-                        continue
-                    misses += 1
-                    if misses < self.policy.hang_checks:
+                    alive = self.process.alive(timeout=self.policy.health_timeout_s)
+                    misses = 0 if alive else misses + 1
+                    if alive or misses < self.policy.hang_checks:
+                        self._checked()
                         continue
                     reason = (f"on port {self.process.port} did not answer {self.process.liveness_path} within "
                               f"{self.policy.health_timeout_s:g} s {misses} times in a row (hung)")
@@ -199,6 +213,7 @@ class Supervisor:
                 self.process.kill()
                 if not self._launch():
                     return
+                self._checked()
         except Exception as exc:  # noqa: BLE001 - the monitor must leave a state clients can read
             self._set(FAILED, f"monitor failed: {type(exc).__name__}: {exc}",
                       error=f"the model server's monitor failed: {type(exc).__name__}: {exc}")
@@ -209,6 +224,11 @@ class Supervisor:
                 self.process.stop(grace=self._grace)
             else:
                 self.process.kill()
+
+    def _checked(self) -> None:
+        with self._cond:
+            self._checks += 1
+            self._cond.notify_all()
 
     def _launch(self) -> bool:
         """Start the process, retrying with backoff; READY and True, or FAILED and False."""
