@@ -139,3 +139,19 @@ def test_a_bad_supervisor_setting_is_named_before_any_server_starts():
     with pytest.raises(ModelServerError, match=r"unexpected keyword argument 'restarts'.*SupervisorPolicy"):
         with serve_model("stub", stub_cfg(restarts=3)):
             pass
+
+
+@pytest.mark.ray
+def test_an_alive_server_that_does_not_serve_gets_no_extra_rounds(ray_local):
+    """503 on every call from a server that stays up: the supervisor, checking at once, finds
+    the same process, so the call fails after its own attempts, not after `reconnects` more."""
+    import json
+    import urllib.request
+
+    with serve_model("stub", stub_cfg([*STUB, "status:503"])) as endpoint:
+        model = _model(endpoint)
+        with pytest.raises(InfrastructureError, match=r"did not answer after 2 attempt\(s\).*restarted 0 time") as err:
+            model.query(ASK)
+        with urllib.request.urlopen(f"{endpoint.api_base[:-3]}/calls", timeout=5) as response:
+            calls = json.load(response)["calls"]
+    assert (err.value.cause, calls, model.reconnects) == ("model_unreachable", 2, 2)

@@ -5,9 +5,10 @@ Differences from `LitellmTextbasedModel`, each for one reason:
   backoff, instead of mini-swe-agent's ten attempts with up to a minute between them; when
   the endpoint's server is supervised (`ModelEndpoint.server_name`), each call first asks the
   supervisor for the current address (waiting while it restarts the server, which may move
-  it to another port), and a call that stays unreachable is tried again after asking anew,
-  `reconnects` times; then the run ends with `InfrastructureError(cause="model_unreachable")`:
-  the machine failed the unit, not the model;
+  it to another port), and a call that stays unreachable gets another round of attempts
+  (at most `reconnects`) when the supervisor, checking at once, restarted the server
+  meanwhile; then the run ends with `InfrastructureError(cause="model_unreachable")`: the
+  machine failed the unit, not the model;
 - the local placeholder API key is added per call, so it never enters the serialized config;
 - prompt and completion tokens are summed from `response.usage`, and each call's own
   counts are set in its message's `extra` (`input_tokens`, `output_tokens`) for the step
@@ -36,8 +37,8 @@ class EndpointModel(LitellmTextbasedModel):
     Args:
         endpoint: where the model is reached.
         retries: attempts per call on transient failures (`call_with_retries`).
-        reconnects: further rounds of `retries` attempts, each after asking the endpoint's
-            supervisor for the current address (only for a supervised endpoint).
+        reconnects: further rounds of `retries` attempts, each after the endpoint's
+            supervisor restarted the server (only for a supervised endpoint).
         restart_wait_s: longest wait for a restarting server per round, seconds.
 
     Attributes:
@@ -61,25 +62,32 @@ class EndpointModel(LitellmTextbasedModel):
         super().__init__(model_name=endpoint.litellm_model, **kwargs)
 
     def _query(self, messages: list[dict[str, str]], **kwargs):
-        rounds = 1 + (self.reconnects if self.endpoint.server_name else 0)
-        for round_ in range(rounds):
-            self._follow_server(recheck=round_ > 0)
+        self._follow_server(recheck=False)
+        for round_ in range(1 + (self.reconnects if self.endpoint.server_name else 0)):
             call = partial(super()._query, messages,
                            **(self.endpoint.secret_kwargs() | kwargs | self._address_kwargs()))
             try:
                 return call_with_retries(call, endpoint=self.endpoint, retries=self.retries)
             except ModelUnreachable as exc:
                 failure = exc
-        raise InfrastructureError(
-            f"{failure}" + (f" (and in {rounds - 1} more round(s) after asking its server's supervisor)"
-                            if rounds > 1 else ""), cause="model_unreachable") from failure
+            if not self.endpoint.server_name or round_ == self.reconnects:
+                break
+            # Another round only for a server that was restarted (or moved) meanwhile: the same
+            # process not answering would not answer the next attempts either.
+            before = (self.endpoint.api_base, self.endpoint.server_generation)
+            self._follow_server(recheck=True)
+            if (self.endpoint.api_base, self.endpoint.server_generation) == before:
+                break
+        raise InfrastructureError(f"{failure}" + (
+            f" (server restarted {self.endpoint.server_generation} time(s) so far)" if self.endpoint.server_name else ""),
+            cause="model_unreachable") from failure
 
     def _address_kwargs(self) -> dict:
         return {"api_base": self.endpoint.api_base} if self.endpoint.api_base else {}
 
     def _follow_server(self, recheck: bool) -> None:
         """Take the address the endpoint's supervisor reports (waiting while it restarts;
-        `recheck`: the last round failed, so the supervisor checks the server at once)."""
+        `recheck`: calls just failed, so the supervisor checks the server at once)."""
         if self.endpoint.server_name is None:
             return
         from raydist.models.server import ModelServerError  # imports Ray: only when supervised
@@ -90,8 +98,8 @@ class EndpointModel(LitellmTextbasedModel):
             raise InfrastructureError(f"model {self.endpoint.litellm_model!r}: {exc}",
                                       cause="model_unreachable") from exc
         if endpoint.api_base != self.endpoint.api_base:
-            self.endpoint = replace(self.endpoint, api_base=endpoint.api_base)
             self.config.model_kwargs["api_base"] = endpoint.api_base  # what serialize() records
+        self.endpoint = endpoint
 
     def query(self, messages: list[dict], **kwargs) -> dict:
         """mini-swe-agent's query; the message's `extra` also holds this call's `input_tokens`

@@ -48,6 +48,7 @@ class ModelEndpoint:
         server_name: Ray name of the `ModelServer` actor that supervises the server (it may
             move `api_base` when it restarts it); None when nobody restarts it.
         server_namespace: that actor's Ray namespace.
+        server_generation: restarts of that server when `api_base` was read from it.
     """
 
     litellm_model: str
@@ -58,6 +59,7 @@ class ModelEndpoint:
     grammar_server: str = "llama_cpp"
     server_name: str | None = None
     server_namespace: str | None = None
+    server_generation: int = 0
 
     def __post_init__(self):
         if not isinstance(self.litellm_model, str) or not self.litellm_model.strip():
@@ -80,9 +82,9 @@ class ModelEndpoint:
         return kwargs
 
     def following_server(self, wait_s: float, recheck: bool = False) -> "ModelEndpoint":
-        """This endpoint at the address its supervised server has now: itself when there is
-        no supervisor or the address did not change. Waits up to `wait_s` seconds while the
-        server restarts; `recheck` (after failed calls) has the server checked at once.
+        """This endpoint at the address its supervised server has now, with that server's
+        `server_generation`; itself when there is no supervisor. Waits up to `wait_s` seconds
+        while the server restarts; `recheck` (after failed calls) has the server checked at once.
 
         Raises:
             raydist.models.server.ModelServerError: the supervisor is gone, its server failed
@@ -90,10 +92,12 @@ class ModelEndpoint:
         """
         if self.server_name is None:
             return self
-        from raydist.models.server import current_api_base
+        from raydist.models.server import current_server
 
-        api_base = current_api_base(self.server_name, self.server_namespace, wait_s, recheck)
-        return self if api_base == self.api_base else replace(self, api_base=api_base)
+        api_base, generation = current_server(self.server_name, self.server_namespace, wait_s, recheck)
+        if (api_base, generation) == (self.api_base, self.server_generation):
+            return self
+        return replace(self, api_base=api_base, server_generation=generation)
 
     def secret_kwargs(self) -> dict[str, str]:
         """The API key to add at call time: the placeholder for local servers, else nothing."""

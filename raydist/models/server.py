@@ -311,7 +311,7 @@ class ModelServer:
     Construct with the arguments of `ServerProcess`, plus `policy`: a dict of
     `SupervisorPolicy` fields (restart bounds, health-check timing). Reserve resources with
     `.options`: `ModelServer.options(num_cpus=2)` for llama.cpp, `.options(num_gpus=1)` for
-    `vllm serve`; give it a `name` so model calls in Ray tasks find it (`current_api_base`).
+    `vllm serve`; give it a `name` so model calls in Ray tasks find it (`current_server`).
     When `host` is 0.0.0.0 the returned `api_base` names this node's IP so other nodes reach it.
 
     The actor is threaded (many tasks may wait in `api_base` during a restart); the server is
@@ -336,6 +336,10 @@ class ModelServer:
         `recheck`: check the server now (the caller's requests just failed).
         Raises ModelServerError when the server failed for good, stopped, or is still restarting."""
         return self._supervisor.api_base(wait_s, recheck)
+
+    def current(self, wait_s: float = 0.0, recheck: bool = False) -> tuple[str, int]:
+        """`(api_base, restarts)`, as `api_base` waits (`Supervisor.current`)."""
+        return self._supervisor.current(wait_s, recheck)
 
     def restarts(self) -> int:
         """How many times the server was restarted."""
@@ -367,11 +371,11 @@ def _server_actor(name: str, namespace: str | None):
     return ray.get_actor(name, namespace=namespace)
 
 
-def current_api_base(name: str, namespace: str | None = None, wait_s: float = RESTART_WAIT_S,
-                     recheck: bool = False) -> str:
-    """The `api_base` the named `ModelServer` actor reports now, waiting up to `wait_s`
-    seconds while its server restarts (the address may change: a new port when the old one
-    was taken).
+def current_server(name: str, namespace: str | None = None, wait_s: float = RESTART_WAIT_S,
+                   recheck: bool = False) -> tuple[str, int]:
+    """`(api_base, restarts)` the named `ModelServer` actor reports now, waiting up to
+    `wait_s` seconds while its server restarts (the address may change: a new port when the
+    old one was taken; `restarts` grows by one with each restart).
 
     Args:
         name: the actor's Ray name (`ModelEndpoint.server_name`).
@@ -388,7 +392,7 @@ def current_api_base(name: str, namespace: str | None = None, wait_s: float = RE
     except ValueError as exc:
         raise ModelServerError(f"model server actor {name!r} is gone (its launch has ended): {exc}") from exc
     try:
-        return ray.get(actor.api_base.remote(wait_s=wait_s, recheck=recheck), timeout=wait_s + 60)
+        return ray.get(actor.current.remote(wait_s=wait_s, recheck=recheck), timeout=wait_s + 60)
     except ray.exceptions.RayTaskError as exc:
         # The actor's own ModelServerError, without Ray's remote traceback around it.
         raise ModelServerError(str(exc.cause)) from None

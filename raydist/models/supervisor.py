@@ -104,7 +104,14 @@ class Supervisor:
             return self._current(0)
 
     def api_base(self, wait_s: float = 0.0, recheck: bool = False) -> str:
-        """The server's current `api_base`, waiting up to `wait_s` seconds while it restarts.
+        """The server's current `api_base`, waiting up to `wait_s` seconds while it restarts
+        (`current` without the restart count)."""
+        return self.current(wait_s, recheck)[0]
+
+    def current(self, wait_s: float = 0.0, recheck: bool = False) -> tuple[str, int]:
+        """`(api_base, restarts)` of the running server, waiting up to `wait_s` seconds while
+        it restarts. A client compares `restarts` with the value of its failed calls: equal
+        means the same server process simply did not answer them.
 
         `recheck=True` is for a client whose calls just failed: the server is checked at once
         rather than at the next interval, so a death is acted on before the client retries.
@@ -120,7 +127,7 @@ class Supervisor:
                 self._cond.wait_for(lambda: self._checks > seen or self._state != READY,
                                     timeout=min(wait_s, self.policy.health_timeout_s + 5))
             self._cond.wait_for(lambda: self._state not in (STARTING, RESTARTING), timeout=wait_s)
-            return self._current(wait_s)
+            return self._current(wait_s), self._restarts
 
     @property
     def restarts(self) -> int:
