@@ -152,8 +152,7 @@ def test_unreachable_server_ends_the_run_with_a_clear_error(box, tmp_path):
     api_base = f"http://127.0.0.1:{free_port()}/v1"
     outcome = run_agent(view=tiny_view(), sandbox=box, endpoint=ModelEndpoint(LITELLM_MODEL, api_base=api_base, local=True),
                         settings=AgentSettings(model_retries=2), trajectory_path=tmp_path / "dead.json")
-    # The machine failed the run, not the model: an infrastructure error, retried as such.
-    assert (outcome.exit_status, outcome.steps, outcome.input_tokens) == ("InfrastructureError", 1, 0), outcome.error
+    assert (outcome.exit_status, outcome.steps, outcome.input_tokens) == ("ModelUnreachable", 1, 0), outcome.error
     assert (outcome.step_records, outcome.leak_count) == ((), 0)
     assert f"at {api_base} did not answer after 2 attempt(s)" in outcome.error
     assert outcome.trajectory["messages"][-1]["role"] == "exit"

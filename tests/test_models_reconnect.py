@@ -1,6 +1,7 @@
 """Model calls follow a supervised server across restarts (`serve_model` -> named ModelServer
 actor -> `ModelEndpoint.server_name` -> `EndpointModel`), and a server that stays unreachable
-ends the call as an infrastructure error, never as the model's failure. The server is the
+ends the call as `ModelUnreachable` (the exit status the outcome taxonomy counts as an
+infrastructure error, cause model_unreachable), never as the model's own failure. The server is the
 OpenAI-compatible stub process of tests/openai_stub_server.py."""
 
 from __future__ import annotations
@@ -19,9 +20,8 @@ from raydist.agents import AgentSettings
 from raydist.agents.loop import build_model
 from raydist.agents.settings import load_prompts
 from raydist.cluster.serving import serve_model
-from raydist.models import ModelEndpoint
+from raydist.models import ModelEndpoint, ModelUnreachable
 from raydist.models.server import free_port
-from raydist.outcomes import INFRASTRUCTURE_ERROR, InfrastructureError, classify_exception
 
 # Ray workers cannot import this test module: ship its functions by value.
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -68,11 +68,10 @@ def _port(api_base: str) -> int:
     return int(api_base.rsplit(":", 1)[1].split("/")[0])
 
 
-def test_an_unsupervised_unreachable_endpoint_is_an_infrastructure_error():
+def test_an_unsupervised_unreachable_endpoint_is_model_unreachable_after_its_attempts():
     endpoint = ModelEndpoint("openai/stub", api_base=f"http://127.0.0.1:{free_port()}/v1", local=True)
-    with pytest.raises(InfrastructureError, match=r"did not answer after 2 attempt\(s\): .*Connection error") as err:
+    with pytest.raises(ModelUnreachable, match=r"did not answer after 2 attempt\(s\): .*Connection error\.$"):
         _model(endpoint).query(ASK)
-    assert classify_exception(err.value) == (INFRASTRUCTURE_ERROR, "model_unreachable")
 
 
 @pytest.mark.ray
@@ -117,7 +116,7 @@ def test_a_server_that_cannot_come_back_ends_the_call_as_model_unreachable(ray_l
         with pytest.raises(ray.exceptions.RayTaskError) as err:
             ray.get(ask_in_a_task.remote(endpoint))
     cause = err.value.cause
-    assert isinstance(cause, InfrastructureError) and cause.cause == "model_unreachable"
+    assert isinstance(cause, ModelUnreachable)
     assert "could not be started in 2 attempt(s)" in str(cause) and "weights are gone" in str(cause)
 
 
@@ -125,9 +124,8 @@ def test_a_server_that_cannot_come_back_ends_the_call_as_model_unreachable(ray_l
 def test_a_call_after_the_launch_ended_is_model_unreachable(ray_local):
     with serve_model("stub", stub_cfg()) as endpoint:
         pass
-    with pytest.raises(InfrastructureError, match="is gone|does not answer|is stopped") as err:
+    with pytest.raises(ModelUnreachable, match="model 'openai/stub': model server actor .* is gone"):
         _model(endpoint).query(ASK)
-    assert err.value.cause == "model_unreachable"
 
 
 def test_a_bad_supervisor_setting_is_named_before_any_server_starts():
@@ -150,8 +148,8 @@ def test_an_alive_server_that_does_not_serve_gets_no_extra_rounds(ray_local):
 
     with serve_model("stub", stub_cfg([*STUB, "status:503"])) as endpoint:
         model = _model(endpoint)
-        with pytest.raises(InfrastructureError, match=r"did not answer after 2 attempt\(s\).*restarted 0 time") as err:
+        with pytest.raises(ModelUnreachable, match=r"did not answer after 2 attempt\(s\).*restarted 0 time"):
             model.query(ASK)
         with urllib.request.urlopen(f"{endpoint.api_base[:-3]}/calls", timeout=5) as response:
             calls = json.load(response)["calls"]
-    assert (err.value.cause, calls, model.reconnects) == ("model_unreachable", 2, 2)
+    assert (calls, model.reconnects) == (2, 2)

@@ -77,8 +77,12 @@ def test_a_launch_whose_model_server_is_killed_twice_finishes_every_unit(tmp_pat
     out = tmp_path / "runs"
     run_dir = out / "builtin" / "miniswe" / "gemma3-270m"
     log = tmp_path / "launch.log"
+    # One unit at a time and short answers, so the kills land while work is left on a shared
+    # 2-core machine where Gemma may write ~1 token/s; a generous request timeout, so slowness
+    # alone never makes a call unreachable (the test is about kills).
     cmd = [sys.executable, "-m", "raydist.launch", f"output_root={out}", "benchmark.limit=2", "levels=[L0]",
-           "agents.miniswe.step_limit=3", "gate=false"]
+           "agents.miniswe.step_limit=3", "agents.miniswe.max_tokens=64", "+agents.miniswe.request_timeout_s=900",
+           "cluster.max_concurrency=1", "gate=false"]
     with open(log, "w") as sink:
         launch = subprocess.Popen(cmd, cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT)
     try:

@@ -7,8 +7,10 @@ Differences from `LitellmTextbasedModel`, each for one reason:
   supervisor for the current address (waiting while it restarts the server, which may move
   it to another port), and a call that stays unreachable gets another round of attempts
   (at most `reconnects`) when the supervisor, checking at once, restarted the server
-  meanwhile; then the run ends with `InfrastructureError(cause="model_unreachable")`: the
-  machine failed the unit, not the model;
+  meanwhile; then the run ends with `ModelUnreachable`, also when the supervisor says the
+  server failed for good: the machine failed the unit, not the model (the outcome taxonomy
+  makes it `InfrastructureError(cause="model_unreachable")`; its exit status
+  `ModelUnreachable` is an infrastructure error, never the agent's own end);
 - the local placeholder API key is added per call, so it never enters the serialized config;
 - prompt and completion tokens are summed from `response.usage`, and each call's own
   counts are set in its message's `extra` (`input_tokens`, `output_tokens`) for the step
@@ -26,7 +28,6 @@ from minisweagent.models.litellm_textbased_model import LitellmTextbasedModel
 from raydist.models.endpoint import RESTART_WAIT_S, ModelEndpoint
 from raydist.models.pricing import completion_cost
 from raydist.models.retry import ModelUnreachable, call_with_retries
-from raydist.outcomes import InfrastructureError
 
 __all__ = ["EndpointModel", "ModelUnreachable"]  # ModelUnreachable: raised by call_with_retries
 
@@ -78,9 +79,10 @@ class EndpointModel(LitellmTextbasedModel):
             self._follow_server(recheck=True)
             if (self.endpoint.api_base, self.endpoint.server_generation) == before:
                 break
-        raise InfrastructureError(f"{failure}" + (
-            f" (server restarted {self.endpoint.server_generation} time(s) so far)" if self.endpoint.server_name else ""),
-            cause="model_unreachable") from failure
+        if not self.endpoint.server_name:
+            raise failure
+        raise ModelUnreachable(f"{failure} (server restarted {self.endpoint.server_generation} time(s) so far)") \
+            from failure.__cause__
 
     def _address_kwargs(self) -> dict:
         return {"api_base": self.endpoint.api_base} if self.endpoint.api_base else {}
@@ -95,8 +97,7 @@ class EndpointModel(LitellmTextbasedModel):
         try:
             endpoint = self.endpoint.following_server(self.restart_wait_s, recheck)
         except ModelServerError as exc:
-            raise InfrastructureError(f"model {self.endpoint.litellm_model!r}: {exc}",
-                                      cause="model_unreachable") from exc
+            raise ModelUnreachable(f"model {self.endpoint.litellm_model!r}: {exc}") from exc
         if endpoint.api_base != self.endpoint.api_base:
             self.config.model_kwargs["api_base"] = endpoint.api_base  # what serialize() records
         self.endpoint = endpoint
@@ -106,9 +107,9 @@ class EndpointModel(LitellmTextbasedModel):
         and `output_tokens` (as the server reported them, 0 when it did not).
 
         Raises:
-            raydist.outcomes.InfrastructureError: `cause="model_unreachable"`: the endpoint
-                did not answer (within `retries` attempts, per reconnection round), or its
-                supervisor reports that the server failed for good.
+            ModelUnreachable: the endpoint did not answer (within `retries` attempts, per
+                reconnection round), or its supervisor reports that the server failed for
+                good, is gone or still restarting after `restart_wait_s`.
             minisweagent.exceptions.FormatError: the answer holds no single action.
         """
         message = super().query(messages, **kwargs)
