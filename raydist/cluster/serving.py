@@ -3,11 +3,16 @@
 A local model (an entry of ``local_models``) is served by a ``ModelServer`` Ray actor that
 raydist starts here and stops when the block exits, also on error or interrupt; a hosted
 model needs no server. Scripted agents use no model at all.
+
+The actor supervises its server (``raydist.models.supervisor``): a server that dies or hangs
+is restarted, within a bound, possibly on another port. The endpoint names the actor
+(``server_name``), so model calls in Ray tasks ask it for the current address.
 """
 
 from __future__ import annotations
 
 import sys
+import uuid
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -17,7 +22,8 @@ def serve_model(model: str, model_cfg: dict | None) -> Iterator:
     """Yield the ``ModelEndpoint`` of ``model`` (agents and view preparation use it).
 
     ``model_cfg`` is the ``local_models`` entry (command, model_path, grammar_server,
-    num_cpus, num_gpus, startup_timeout_s), an entry with only ``litellm_model`` and
+    num_cpus, num_gpus, startup_timeout_s, and optionally health_path, liveness_path and
+    ``supervisor``: fields of ``SupervisorPolicy``), an entry with only ``litellm_model`` and
     ``api_base`` for an OpenAI-compatible server that already runs (its ``grammar_server``
     defaults to ``none``), or None for a hosted litellm model; in the
     command, ``{python}`` is this interpreter and ``{host}``, ``{port}``, ``{model_path}``
@@ -41,12 +47,27 @@ def serve_model(model: str, model_cfg: dict | None) -> Iterator:
     model_path = model_cfg.get("model_path")
     # `{python}` is this interpreter, so the server runs from the same environment as raydist.
     command = [part.replace("{python}", sys.executable) for part in model_cfg["command"]]
+    from raydist.models.server import ModelServerError
+    from raydist.models.supervisor import SupervisorPolicy
+
+    policy = dict(model_cfg.get("supervisor") or {})
+    try:
+        SupervisorPolicy(**policy)  # a bad key or value fails here, named, not inside the actor
+    except (TypeError, ValueError) as exc:
+        raise ModelServerError(f"local_models.{model}.supervisor={policy}: {exc}; its keys are the fields of "
+                               "raydist.models.supervisor.SupervisorPolicy") from exc
+    name = f"raydist-model-server-{uuid.uuid4().hex[:12]}"  # unique: several launches may share a cluster
+    namespace = ray.get_runtime_context().namespace
     server = ModelServer.options(
-        num_cpus=model_cfg.get("num_cpus", 1), num_gpus=model_cfg.get("num_gpus", 0)
+        name=name, namespace=namespace,
+        num_cpus=model_cfg.get("num_cpus", 1), num_gpus=model_cfg.get("num_gpus", 0),
     ).remote(
         command,
         model_path=None if model_path in (None, "embedded") else model_path,
         startup_timeout=float(model_cfg.get("startup_timeout_s", 180)),
+        health_path=model_cfg.get("health_path", "/v1/models"),
+        liveness_path=model_cfg.get("liveness_path"),
+        policy=policy,
     )
     try:
         api_base = ray.get(server.start.remote())
@@ -54,6 +75,7 @@ def serve_model(model: str, model_cfg: dict | None) -> Iterator:
         yield ModelEndpoint(
             litellm_model=model_cfg["litellm_model"], api_base=api_base, local=True,
             grammar_server=model_cfg.get("grammar_server", "llama_cpp"),
+            server_name=name, server_namespace=namespace,
         )
     finally:
         try:

@@ -7,7 +7,7 @@ time and never stored in a config, trajectory or result.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 import litellm
@@ -15,6 +15,9 @@ import litellm
 litellm.suppress_debug_info = True  # otherwise litellm prints a provider banner on every bad name
 
 LOCAL_PLACEHOLDER_KEY = "raydist-local-no-key"
+
+RESTART_WAIT_S = 300.0
+"""How long a model call waits for its restarting server before the unit fails (seconds)."""
 
 _NAMING_HELP = (
     "name a model as litellm does, '<provider>/<model>' (e.g. 'openai/gpt-4o-mini', "
@@ -42,6 +45,10 @@ class ModelEndpoint:
         extra_body: extra JSON fields of each request (e.g. a grammar).
         completion_kwargs: extra keyword arguments of `litellm.completion` (e.g. `timeout`).
         grammar_server: which request field carries a grammar: "llama_cpp" or "vllm".
+        server_name: Ray name of the `ModelServer` actor that supervises the server (it may
+            move `api_base` when it restarts it); None when nobody restarts it.
+        server_namespace: that actor's Ray namespace.
+        server_generation: restarts of that server when `api_base` was read from it.
     """
 
     litellm_model: str
@@ -50,6 +57,9 @@ class ModelEndpoint:
     extra_body: Mapping[str, Any] = field(default_factory=dict)
     completion_kwargs: Mapping[str, Any] = field(default_factory=dict)
     grammar_server: str = "llama_cpp"
+    server_name: str | None = None
+    server_namespace: str | None = None
+    server_generation: int = 0
 
     def __post_init__(self):
         if not isinstance(self.litellm_model, str) or not self.litellm_model.strip():
@@ -70,6 +80,24 @@ class ModelEndpoint:
         if self.extra_body:
             kwargs["extra_body"] = dict(self.extra_body)
         return kwargs
+
+    def following_server(self, wait_s: float, recheck: bool = False) -> "ModelEndpoint":
+        """This endpoint at the address its supervised server has now, with that server's
+        `server_generation`; itself when there is no supervisor. Waits up to `wait_s` seconds
+        while the server restarts; `recheck` (after failed calls) has the server checked at once.
+
+        Raises:
+            raydist.models.server.ModelServerError: the supervisor is gone, its server failed
+                for good, or it is still restarting after `wait_s` seconds.
+        """
+        if self.server_name is None:
+            return self
+        from raydist.models.server import current_server
+
+        api_base, generation = current_server(self.server_name, self.server_namespace, wait_s, recheck)
+        if (api_base, generation) == (self.api_base, self.server_generation):
+            return self
+        return replace(self, api_base=api_base, server_generation=generation)
 
     def secret_kwargs(self) -> dict[str, str]:
         """The API key to add at call time: the placeholder for local servers, else nothing."""

@@ -1,5 +1,7 @@
 """An OpenAI-compatible model server as a child process (llama.cpp here, `vllm serve` on GPU
-nodes), and `ModelServer`, the thin Ray actor that owns one.
+nodes), and `ModelServer`, the thin Ray actor that owns one under a `Supervisor`
+(`raydist.models.supervisor`): a server that dies or hangs is restarted, on a new port when
+its own is taken, and clients ask the actor (by its name) for the current `api_base`.
 
 The server command is data: a list of strings whose `{host}`, `{port}` and `{model_path}`
 placeholders are filled in at start, so the same code launches
@@ -11,17 +13,20 @@ On a GPU node reserve the device through Ray, not through the command:
 
     server = ModelServer.options(num_gpus=1, num_cpus=4).remote(["vllm", "serve", ...])
     api_base = ray.get(server.start.remote())
+    api_base = ray.get(server.api_base.remote(wait_s=300))  # after a restart: the new address
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -29,6 +34,8 @@ from collections import deque
 from pathlib import Path
 
 import ray
+
+from raydist.models.endpoint import RESTART_WAIT_S
 
 _PR_SET_PDEATHSIG = 1
 _LOG_TAIL_LINES = 30
@@ -43,6 +50,31 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    """True when nothing listens on (or holds) `host:port` now, so a server may bind it.
+
+    SO_REUSEADDR as servers set it: a port whose only traces are TIME_WAIT connections of a
+    dead server counts as free, one with a live listener does not."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+def liveness_path_for(command: list[str], health_path: str) -> str:
+    """The path that shows a running server is alive without waiting for the model.
+
+    llama-cpp-python's `/v1/models` takes the model lock, so it waits behind every queued
+    generation and would make a busy server look hung; its `/docs` page is served by the
+    event loop alone. Other servers (vLLM's `/health`, ...) answer `health_path` at once."""
+    if any(part.endswith("llama_cpp.server") for part in command):
+        return "/docs"
+    return health_path
 
 
 def _die_with_parent(parent_pid: int):
@@ -67,6 +99,8 @@ class ServerProcess:
         host: interface to bind (127.0.0.1 keeps traffic on loopback).
         port: TCP port; None picks a free one.
         health_path: HTTP path that answers 200 once the model is loaded.
+        liveness_path: HTTP path that answers 200 while the server runs, even when busy
+            generating (`alive()`); None picks `liveness_path_for(command, health_path)`.
         startup_timeout: seconds to wait for health before giving up.
         model_path: fills `{model_path}`; None means the embedded Gemma GGUF.
         advertise_host: host written into `api_base` (e.g. the node IP when binding 0.0.0.0).
@@ -84,6 +118,7 @@ class ServerProcess:
         host: str = "127.0.0.1",
         port: int | None = None,
         health_path: str = "/v1/models",
+        liveness_path: str | None = None,
         startup_timeout: float = 180,
         model_path: str | None = None,
         advertise_host: str | None = None,
@@ -95,6 +130,7 @@ class ServerProcess:
         self.host = host
         self.port = port
         self.health_path = health_path
+        self.liveness_path = liveness_path or liveness_path_for(command, health_path)
         self.startup_timeout = startup_timeout
         self.model_path = model_path
         self.advertise_host = advertise_host or host
@@ -128,8 +164,19 @@ class ServerProcess:
                 "only {host}, {port} and {model_path} are filled in"
             ) from exc
 
-    def start(self) -> str:
-        """Start the server and wait until `health_path` answers 200.
+    @property
+    def exit_code(self) -> int | None:
+        """The exit status of a server that stopped by itself (-9: SIGKILL), None while it runs
+        or when it was never started."""
+        return self._proc.poll() if self._proc is not None else None
+
+    def start(self, cancel: threading.Event | None = None) -> str:
+        """Start the server and wait until `health_path` answers 200. Calling it again after
+        the server died starts it anew (same port; set `port` first to move it), appending to
+        the same log.
+
+        Args:
+            cancel: when set during the wait, the server is killed and the start fails.
 
         Returns:
             `api_base`.
@@ -145,7 +192,9 @@ class ServerProcess:
             fd, name = tempfile.mkstemp(prefix=f"raydist-model-server-{self.port}-", suffix=".log")
             os.close(fd)
             self.log_path = Path(name)
-        with open(self.log_path, "wb") as log:
+        with open(self.log_path, "ab") as log:
+            log.write(f"--- raydist: starting {argv!r}\n".encode())
+            log.flush()
             self._proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
@@ -155,14 +204,22 @@ class ServerProcess:
                 start_new_session=True,
                 preexec_fn=_die_with_parent(os.getpid()),
             )
-        self._wait_healthy()
+        self._wait_healthy(cancel)
         return self.api_base
 
     def healthy(self, timeout: float = 5.0) -> bool:
         """True when the process runs and `health_path` answers 200 within `timeout` seconds."""
+        return self._answers(self.health_path, timeout)
+
+    def alive(self, timeout: float = 5.0) -> bool:
+        """True when the process runs and `liveness_path` answers 200 within `timeout` seconds
+        (a stopped or hung process does not)."""
+        return self._answers(self.liveness_path, timeout)
+
+    def _answers(self, path: str, timeout: float) -> bool:
         if self.pid is None:
             return False
-        url = f"http://{self.host}:{self.port}{self.health_path}"
+        url = f"http://{self.host}:{self.port}{path}"
         try:
             with urllib.request.urlopen(url, timeout=timeout) as response:
                 return response.status == 200
@@ -181,6 +238,21 @@ class ServerProcess:
             _signal_group(proc.pid, signal.SIGKILL)
             proc.wait()
 
+    def kill(self) -> None:
+        """SIGKILL the server's process group at once (a hung or stopped server ignores
+        SIGTERM) and reap it; also clears what is left of a server that died by itself."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        _signal_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+    def note(self, line: str) -> None:
+        """Append `--- raydist: <line>` to the server log (restarts show up beside its output)."""
+        if self.log_path is not None:
+            with open(self.log_path, "a") as log:
+                log.write(f"--- raydist: {line}\n")
+
     def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
         """The last `lines` lines of the server log ('' when there is none)."""
         if self.log_path is None or not self.log_path.exists():
@@ -188,9 +260,12 @@ class ServerProcess:
         with open(self.log_path, errors="replace") as log:
             return "".join(deque(log, maxlen=lines))
 
-    def _wait_healthy(self) -> None:
+    def _wait_healthy(self, cancel: threading.Event | None = None) -> None:
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
+            if cancel is not None and cancel.is_set():
+                self.kill()
+                raise ModelServerError(self._failure("was stopped during startup"))
             if self._proc.poll() is not None:
                 code = self._proc.returncode
                 self._proc = None
@@ -228,23 +303,51 @@ def _embedded_model_path() -> str:
     return embedded_model_path()
 
 
-@ray.remote(max_restarts=0)
+@ray.remote(max_restarts=0, max_concurrency=64)
 class ModelServer:
-    """Ray actor owning one `ServerProcess`; the server dies with the actor's process.
+    """Ray actor owning one `ServerProcess` under a `Supervisor`; the server dies with the
+    actor's process.
 
-    Construct with the same arguments as `ServerProcess`. Reserve resources with `.options`:
-    `ModelServer.options(num_cpus=2)` for llama.cpp, `.options(num_gpus=1)` for `vllm serve`.
+    Construct with the arguments of `ServerProcess`, plus `policy`: a dict of
+    `SupervisorPolicy` fields (restart bounds, health-check timing). Reserve resources with
+    `.options`: `ModelServer.options(num_cpus=2)` for llama.cpp, `.options(num_gpus=1)` for
+    `vllm serve`; give it a `name` so model calls in Ray tasks find it (`current_server`).
     When `host` is 0.0.0.0 the returned `api_base` names this node's IP so other nodes reach it.
+
+    The actor is threaded (many tasks may wait in `api_base` during a restart); the server is
+    forked only by the supervisor's own thread.
     """
 
-    def __init__(self, command: list[str], **kwargs):
+    def __init__(self, command: list[str], *, policy: dict | None = None, **kwargs):
+        from raydist.models.supervisor import Supervisor, SupervisorPolicy
+
         if kwargs.get("host") == "0.0.0.0" and not kwargs.get("advertise_host"):
             kwargs["advertise_host"] = ray.util.get_node_ip_address()
         self._process = ServerProcess(command, **kwargs)
+        self._supervisor = Supervisor(self._process, SupervisorPolicy(**(policy or {})))
 
     def start(self) -> str:
-        """Start the server; returns `api_base`. Raises ModelServerError with the log tail."""
-        return self._process.start()
+        """Start the server and its supervision; returns `api_base`. Raises ModelServerError
+        with the log tail when every start attempt failed."""
+        return self._supervisor.start()
+
+    def api_base(self, wait_s: float = 0.0, recheck: bool = False) -> str:
+        """The current `api_base`, waiting up to `wait_s` s while a restart is under way;
+        `recheck`: check the server now (the caller's requests just failed).
+        Raises ModelServerError when the server failed for good, stopped, or is still restarting."""
+        return self._supervisor.api_base(wait_s, recheck)
+
+    def current(self, wait_s: float = 0.0, recheck: bool = False) -> tuple[str, int]:
+        """`(api_base, restarts)`, as `api_base` waits (`Supervisor.current`)."""
+        return self._supervisor.current(wait_s, recheck)
+
+    def restarts(self) -> int:
+        """How many times the server was restarted."""
+        return self._supervisor.restarts
+
+    def status(self) -> dict:
+        """`Supervisor.status()`: state, restarts, api_base, pid, events, error."""
+        return self._supervisor.status()
 
     def healthy(self) -> bool:
         """True when the server process runs and answers its health path."""
@@ -259,5 +362,40 @@ class ModelServer:
         return self._process.log_tail(lines)
 
     def stop(self) -> None:
-        """Stop the server process (idempotent)."""
-        self._process.stop()
+        """Stop supervision and the server process (idempotent)."""
+        self._supervisor.stop()
+
+
+@functools.lru_cache(maxsize=16)
+def _server_actor(name: str, namespace: str | None):
+    return ray.get_actor(name, namespace=namespace)
+
+
+def current_server(name: str, namespace: str | None = None, wait_s: float = RESTART_WAIT_S,
+                   recheck: bool = False) -> tuple[str, int]:
+    """`(api_base, restarts)` the named `ModelServer` actor reports now, waiting up to
+    `wait_s` seconds while its server restarts (the address may change: a new port when the
+    old one was taken; `restarts` grows by one with each restart).
+
+    Args:
+        name: the actor's Ray name (`ModelEndpoint.server_name`).
+        namespace: its Ray namespace; None for the caller's.
+        wait_s: longest wait for a restart, seconds.
+        recheck: the caller's requests just failed: have the server checked now.
+
+    Raises:
+        ModelServerError: the actor is gone (its launch ended or its node died), or its
+            server failed for good or is still restarting after `wait_s` seconds.
+    """
+    try:
+        actor = _server_actor(name, namespace)
+    except ValueError as exc:
+        raise ModelServerError(f"model server actor {name!r} is gone (its launch has ended): {exc}") from exc
+    try:
+        return ray.get(actor.current.remote(wait_s=wait_s, recheck=recheck), timeout=wait_s + 60)
+    except ray.exceptions.RayTaskError as exc:
+        # The actor's own ModelServerError, without Ray's remote traceback around it.
+        raise ModelServerError(str(exc.cause)) from None
+    except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
+        _server_actor.cache_clear()
+        raise ModelServerError(f"model server actor {name!r} does not answer: {type(exc).__name__}: {exc}") from exc
