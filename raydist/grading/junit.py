@@ -68,16 +68,15 @@ def run_script(test_cmd: str, token: str) -> str:
         f"B={base}",
         "mkdir -m 0711 $B && mkdir -m 0700 $B/out && mkdir -m 0700 $B/home && mkfifo -m 0622 $B/r.xml || exit 97",
         f"chown {TEST_UID}:{TEST_UID} $B/home && chown -R {TEST_UID}:{TEST_UID} /testbed || exit 97",
-        "cat $B/r.xml > $B/out/r.xml & reader=$!",
+        # The reader reopens the FIFO after each writer, so a report written after pytest's
+        # own (an atexit hook) lands in the copy too instead of blocking.
+        "setsid bash -c 'while :; do cat \"$0\" || break; done' $B/r.xml >> $B/out/r.xml 2>/dev/null & reader=$!",
         f"HOME=$B/home setpriv --reuid={TEST_UID} --regid={TEST_UID} --clear-groups -- bash -lc {shlex.quote(command)}",
         "rc=$?",
         # Nothing of the test user may outlive pytest: a process holding the FIFO open could
         # still append to the report.
         f"for _ in 1 2 3; do pkill -9 -u {TEST_UID} 2>/dev/null; sleep 0.2; done",
-        # pytest never opened the FIFO: release the reader with an empty write.
-        "if kill -0 $reader 2>/dev/null; then timeout 5 bash -c ': > \"$0\"' $B/r.xml; fi",
-        "for _ in $(seq 50); do kill -0 $reader 2>/dev/null || break; sleep 0.1; done",
-        "kill -9 $reader 2>/dev/null; wait $reader 2>/dev/null",
+        "sleep 0.3; kill -9 -- -$reader 2>/dev/null; wait $reader 2>/dev/null",
         "exit $rc",
     ])
 
