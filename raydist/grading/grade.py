@@ -69,7 +69,7 @@ def grade(client: docker.DockerClient, instance, image_tag: str, model_patch: st
         raise ValueError(f"instance {instance.instance_id!r} has no test_cmd; add the command "
                          "that runs its tests (e.g. `python -m pytest -rA <files>`)")
     channel = "junit" if is_pytest_command(instance.test_cmd) else "log"
-    with Sandbox.create(client, image_tag, limits=limits or Limits(), name=f"grade-{instance.instance_id}",
+    with Sandbox.create(client, image_tag, limits=limits or Limits(), name=f"grade-{instance.instance_id}", user="root",
                         labels={"raydist.role": "grade", "raydist.instance": instance.instance_id}) as box:
         model = apply_patch(box, model_patch, label="model")
         if not model.applied:

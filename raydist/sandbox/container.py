@@ -94,13 +94,16 @@ class Sandbox:
         name: str | None = None,
         network: str = "none",
         tmpfs: Mapping[str, str] | None = None,
+        user: str | None = None,
     ) -> "Sandbox":
         """Start a detached ``sleep infinity`` container from ``image``.
 
         ``name`` is a hint: the container is named ``raydist-<hint>-<8 hex>``. ``labels`` are
         added to ``raydist.owner=<host>:<pid>``. ``tmpfs`` maps container paths to tmpfs mount
         options (``{"/tmp": "size=64m,mode=0755"}``); their pages count against ``limits.memory``.
-        Raises ``docker.errors.ImageNotFound`` when the image is absent.
+        ``user`` overrides the image's user (grading runs as ``root`` to run the tests as an
+        unprivileged user of its own). Raises ``docker.errors.ImageNotFound`` when the image
+        is absent.
         """
         limits = limits or Limits()
         all_labels = {OWNER_LABEL: owner_label(), **(labels or {})}
@@ -119,6 +122,7 @@ class Sandbox:
             # zombies that keep counting against the PID limit.
             init=True,
             tmpfs=dict(tmpfs or {}),
+            **({"user": user} if user else {}),
         )
         return cls(client, container)
 
