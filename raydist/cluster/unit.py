@@ -160,8 +160,15 @@ def _install_view(box, view) -> dict[str, tuple]:
     """Write the view's files and make the view the repository's only history; return the
     initial tree's entries (``raydist.views.recover.tree_entries``), kept on the host where
     nothing the agent does can reach them: the patch is the diff from this tree."""
-    if view.files:
-        box.write_files(dict(view.files))
+    from raydist.agents.scripted import write_file_commands
+
+    # Written by commands, not put_archive, so the files keep belonging to the image's user
+    # (an agent that runs unprivileged must be able to edit them).
+    for path, text in sorted(view.files.items()):
+        for command in write_file_commands(path, text):
+            res = box.exec(command, timeout=300)
+            if res.returncode != 0:
+                raise RuntimeError(f"could not write view file {path} in the sandbox: {res.output[-2000:]}")
     excludes = "\\n".join(IGNORED)
     script = (
         "rm -rf .git && git init -q && "

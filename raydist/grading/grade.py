@@ -71,6 +71,8 @@ def grade(client: docker.DockerClient, instance, image_tag: str, model_patch: st
     channel = "junit" if is_pytest_command(instance.test_cmd) else "log"
     with Sandbox.create(client, image_tag, limits=limits or Limits(), name=f"grade-{instance.instance_id}", user="root",
                         labels={"raydist.role": "grade", "raydist.instance": instance.instance_id}) as box:
+        # The image's /testbed may belong to its own user; git refuses such a tree to root.
+        box.exec("git config --global --add safe.directory '*'", timeout=RESTORE_TIMEOUT)
         model = apply_patch(box, model_patch, label="model")
         if not model.applied:
             return _stopped(instance, model, model.output,
