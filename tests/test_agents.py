@@ -328,7 +328,9 @@ def test_oracle_applies_a_gold_patch_that_only_applies_with_fuzz(client):
     repo = RepoFiles(image.repo_dir)
     view = build_view(fuzzy, repo, "L0", 0, ViewOptions(), None)
     with Sandbox.create(client, image.tag, limits=Limits(memory="1g", pids=256), name="agents-oracle-fuzz") as sandbox:
-        outcome = oracle(view=view, sandbox=sandbox, instance=fuzzy, read_original=repo.read, settings=settings())
-        assert (outcome.exit_status, outcome.error) == ("Submitted", None)
+        methods = []
+        outcome = oracle(view=view, sandbox=sandbox, instance=fuzzy, read_original=repo.read, settings=settings(),
+                         on_gold_applied=methods.append)
+        assert (outcome.exit_status, outcome.error, methods) == ("Submitted", None, ["patch-fuzz"])
         fixed = sandbox.read_files(["wcwidth/wcwidth.py"])["wcwidth/wcwidth.py"].decode()
     assert fixed == repo.read("wcwidth/wcwidth.py").replace("or 0x07F < ucs < 0x0A0", "or 0x07F <= ucs < 0x0A0")

@@ -76,7 +76,7 @@ def write_file_commands(path: str, text: str | None) -> list[str]:
 
 
 def oracle(*, view, sandbox, instance, read_original: Callable[[str], str | None], settings: AgentSettings,
-           trajectory_path=None) -> AgentOutcome:
+           trajectory_path=None, on_gold_applied: Callable[[str], None] | None = None) -> AgentOutcome:
     """Apply `instance.patch` (the gold patch) through the view, then submit.
 
     For each file the patch touches, the patched original is computed in original coordinates,
@@ -90,13 +90,17 @@ def oracle(*, view, sandbox, instance, read_original: Callable[[str], str | None
         read_original: original text of a relative path, None when absent (e.g. `RepoFiles.read`).
         settings: `command_timeout_s`, `output_limit_chars`, `prompts_dir`, `cwd` are used.
         trajectory_path: where the trajectory JSON is written (None: not written).
+        on_gold_applied: called with the method that applied the gold patch (``git-apply``,
+            ``git-apply-3way``, ``git-apply-reject``, ``patch-fuzz``), for the row.
 
     Raises:
         raydist.views.PatchApplyError: the gold patch does not apply to the originals with any
             of SWE-bench's methods (``git apply``, ``--3way``, ``--reject``, ``patch --fuzz=5``).
     """
     paths = patched_paths(instance.patch)
-    patched = gold_texts(sandbox, instance.patch, {p: read_original(p) for p in paths})
+    patched, method = gold_texts(sandbox, instance.patch, {p: read_original(p) for p in paths})
+    if on_gold_applied is not None:
+        on_gold_applied(method)
     commands = []
     for path in paths:
         text = patched[path]
@@ -109,8 +113,8 @@ def oracle(*, view, sandbox, instance, read_original: Callable[[str], str | None
                        settings=settings, trajectory_path=trajectory_path)
 
 
-def gold_texts(sandbox, patch: str, originals: dict[str, str | None]) -> dict[str, str | None]:
-    """The files ``patch`` touches after applying it to ``originals`` (path -> text, None: no
+def gold_texts(sandbox, patch: str, originals: dict[str, str | None]) -> tuple[dict[str, str | None], str]:
+    """``(texts, method)``: the files ``patch`` touches after applying it to ``originals`` (path -> text, None: no
     such file) as SWE-bench applies a patch (``raydist.grading.apply_patch``: git apply, then
     its fallbacks up to ``patch --fuzz=5``), in a scratch git repository under ``/tmp`` of
     ``sandbox`` holding only those files; removed afterwards. Raises ``PatchApplyError`` with
@@ -136,7 +140,7 @@ def gold_texts(sandbox, patch: str, originals: dict[str, str | None]) -> dict[st
         if not applied.applied:
             raise PatchApplyError(applied.output[-2000:])
         data = sandbox.read_files(list(originals), root=scratch)
-        return {p: None if b is None else b.decode("utf-8") for p, b in data.items()}
+        return {p: None if b is None else b.decode("utf-8") for p, b in data.items()}, applied.method
     finally:
         sandbox.exec(f"rm -rf {scratch}", timeout=60, cwd="/")
 

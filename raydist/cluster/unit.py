@@ -136,10 +136,13 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared=Non
         pass_to_pass_total=len(instance.PASS_TO_PASS),
         grading_channel=result.grading_channel, test_infra_changed=json.dumps(list(result.test_infra_changed)),
     )
-    if result.error:
-        # A model patch that does not apply is the agent's outcome; a test patch or test command
-        # that fails is the instance's problem. Neither is retried: rerunning changes nothing.
-        out.update(error=result.error, error_kind="input")
+    if result.error_cause == "test_patch_does_not_apply":
+        # The instance's problem, not the agent's: recorded, never retried.
+        out.update(error=result.error, error_kind="input", error_cause=result.error_cause)
+    elif result.error:
+        # A model patch that does not apply, a test run that times out or a junit report that
+        # fails its checks (a forgery) are the agent's outcome: unresolved, with the reason.
+        out.update(error=result.error, error_cause=result.error_cause)
     return out
 
 
@@ -260,9 +263,12 @@ def _run_agent(settings: UnitSettings, view, box, endpoint, traj_path: Path, ins
     if settings.agent_kind == "oracle":
         from raydist.views import PatchApplyError
 
+        def record(method: str) -> None:  # which of SWE-bench's methods applied the gold patch
+            view.meta["gold_apply_method"] = method
+
         try:
             return oracle(view=view, sandbox=box, instance=instance, read_original=repo.read,
-                          settings=agent_settings, trajectory_path=traj_path)
+                          settings=agent_settings, trajectory_path=traj_path, on_gold_applied=record)
         except PatchApplyError as exc:
             raise UnitInputError(f"the gold patch of {instance.instance_id!r} does not apply to its base: {exc}") from exc
     if settings.agent_kind == "null":

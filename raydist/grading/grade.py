@@ -22,7 +22,8 @@ import docker
 from raydist.grading.apply import ApplyResult, apply_patch
 from raydist.grading.infra import infra_changes, infra_kind
 from raydist.grading.junit import (check_report, is_pytest_command, junit_key, parse_junit,
-                                   report_path, run_script)
+                                   report_path, run_script, setup_script)
+from raydist.outcomes import InfrastructureError
 from raydist.grading.outcomes import is_resolved, parse_test_log, statuses_of
 from raydist.grading.test_files import restore_command, touched_files
 from raydist.sandbox import Limits, Sandbox
@@ -40,7 +41,9 @@ class GradeResult:
     why grading stopped short (patch not applying, timeout, a junit report that fails its
     checks), else ``None``; ``grading_channel``: ``junit`` or ``log`` (where ``tests`` came
     from); ``test_infra_changed``: test-infrastructure paths the model patch changed, which
-    were put back before the run.
+    were put back before the run; ``error_cause``: a short token for ``error``:
+    ``patch_does_not_apply`` and ``test_patch_does_not_apply`` (before the tests), or
+    ``tests_timed_out`` and ``junit_rejected`` (the run cannot grade the patch: not resolved).
     """
 
     resolved: bool
@@ -53,6 +56,7 @@ class GradeResult:
     error: str | None
     grading_channel: str = "log"
     test_infra_changed: tuple[str, ...] = ()
+    error_cause: str | None = None
 
 
 def grade(client: docker.DockerClient, instance, image_tag: str, model_patch: str, *,
@@ -76,13 +80,21 @@ def grade(client: docker.DockerClient, instance, image_tag: str, model_patch: st
         model = apply_patch(box, model_patch, label="model")
         if not model.applied:
             return _stopped(instance, model, model.output,
-                            f"patch does not apply: {instance.instance_id}: {_tail(model.output)}", channel)
+                            f"patch does not apply: {instance.instance_id}: {_tail(model.output)}", channel,
+                            cause="patch_does_not_apply")
         infra = _put_back_infra(box) if model.method != "empty" else ()
         prepared = _prepare_tests(box, instance)
         if isinstance(prepared, str):
-            return _stopped(instance, model, prepared, f"{instance.instance_id}: {_tail(prepared)}", channel, infra)
+            return _stopped(instance, model, prepared, f"{instance.instance_id}: {_tail(prepared)}", channel, infra,
+                            cause="test_patch_does_not_apply")
         if channel == "junit":
             token = secrets.token_hex(16)
+            setup = box.exec(setup_script(token), timeout=RESTORE_TIMEOUT)
+            if setup.returncode != 0:
+                raise InfrastructureError(
+                    f"the grading container of {instance.instance_id!r} cannot run the tests as an unprivileged "
+                    f"user (needs root with CAP_CHOWN/CAP_SETUID and setpriv): {setup.output[-500:]}",
+                    cause="grading_sandbox")
             run = box.exec(run_script(instance.test_cmd, token), timeout=timeout)
             xml = box.read_files([report_path(token).lstrip("/")], root="/")[report_path(token).lstrip("/")]
         else:
@@ -136,6 +148,7 @@ def _graded(instance, model: ApplyResult, run, xml: bytes | None, log: str, time
             infra: tuple[str, ...]) -> GradeResult:
     f2p, p2p = tuple(instance.FAIL_TO_PASS), tuple(instance.PASS_TO_PASS)
     error = f"{instance.instance_id}: tests timed out after {timeout:g}s" if run.timed_out else None
+    cause = "tests_timed_out" if error else None
     if xml is None:
         channel, tests = "log", parse_test_log(run.output)
         keyed = tests
@@ -145,7 +158,7 @@ def _graded(instance, model: ApplyResult, run, xml: bytes | None, log: str, time
         report = parse_junit(xml)
         problem = check_report(report, run.returncode, f2p + p2p)
         if error is None and problem:
-            error = f"{instance.instance_id}: junit report rejected: {problem}"
+            error, cause = f"{instance.instance_id}: junit report rejected: {problem}", "junit_rejected"
         keyed = report.statuses
         lookup = {t: junit_key(t) for t in f2p + p2p}
         tests = _node_ids(keyed, instance)
@@ -155,7 +168,7 @@ def _graded(instance, model: ApplyResult, run, xml: bytes | None, log: str, time
     return GradeResult(
         resolved=resolved, applied=True, apply_method=model.method, tests=tests,
         fail_to_pass=f2p_status, pass_to_pass=p2p_status, log=log, error=error,
-        grading_channel=channel, test_infra_changed=infra,
+        grading_channel=channel, test_infra_changed=infra, error_cause=cause,
     )
 
 
@@ -178,13 +191,13 @@ def _node_ids(statuses: dict[str, str], instance) -> dict[str, str]:
 
 
 def _stopped(instance, model: ApplyResult, log: str, error: str, channel: str,
-             infra: tuple[str, ...] = ()) -> GradeResult:
+             infra: tuple[str, ...] = (), *, cause: str) -> GradeResult:
     missing = "MISSING"
     return GradeResult(
         resolved=False, applied=model.applied, apply_method=model.method, tests={},
         fail_to_pass={t: missing for t in instance.FAIL_TO_PASS},
         pass_to_pass={t: missing for t in instance.PASS_TO_PASS},
-        log=log, error=error, grading_channel=channel, test_infra_changed=infra,
+        log=log, error=error, grading_channel=channel, test_infra_changed=infra, error_cause=cause,
     )
 
 

@@ -58,16 +58,27 @@ def is_pytest_command(test_cmd: str) -> bool:
         re.fullmatch(r"python[0-9.]*", program) and words[1:3] == ["-m", "pytest"])
 
 
+def setup_script(token: str) -> str:
+    """The bash script (run as root before any test code runs) that makes the report FIFO,
+    the root-only copy directory and the test user's home under ``/tmp/raydist-grade-<token>``
+    and gives ``/testbed`` to ``TEST_UID``. It needs root (``CAP_CHOWN``); a failure is the
+    machine's, not the patch's."""
+    base = f"/tmp/raydist-grade-{token}"
+    return " && ".join([
+        f"mkdir -m 0711 {base}", f"mkdir -m 0700 {base}/out {base}/home", f"mkfifo -m 0622 {base}/r.xml",
+        f"chown {TEST_UID}:{TEST_UID} {base}/home", f"chown -R {TEST_UID}:{TEST_UID} /testbed",
+        "command -v setpriv >/dev/null",
+    ])
+
+
 def run_script(test_cmd: str, token: str) -> str:
-    """The bash script (run as root in ``/testbed``) that runs pytest as ``TEST_UID`` with its
-    junit XML going through a FIFO under ``/tmp/raydist-grade-<token>`` into the root-only
+    """The bash script (run as root in ``/testbed``, after :func:`setup_script`) that runs
+    pytest as ``TEST_UID`` with its junit XML going through the FIFO into the root-only
     ``report_path(token)``; it exits with pytest's own exit status."""
     base = f"/tmp/raydist-grade-{token}"
     command = f"{test_cmd} --junitxml={base}/r.xml -o junit_family=xunit2 -o junit_logging=no"
     return "\n".join([
         f"B={base}",
-        "mkdir -m 0711 $B && mkdir -m 0700 $B/out && mkdir -m 0700 $B/home && mkfifo -m 0622 $B/r.xml || exit 97",
-        f"chown {TEST_UID}:{TEST_UID} $B/home && chown -R {TEST_UID}:{TEST_UID} /testbed || exit 97",
         # The reader reopens the FIFO after each writer, so a report written after pytest's
         # own (an atexit hook) lands in the copy too instead of blocking.
         "setsid bash -c 'while :; do cat \"$0\" || break; done' $B/r.xml >> $B/out/r.xml 2>/dev/null & reader=$!",
