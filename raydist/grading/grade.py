@@ -67,7 +67,8 @@ def grade(client: docker.DockerClient, instance, image_tag: str, model_patch: st
     ``instance`` provides ``instance_id, test_patch, test_cmd, FAIL_TO_PASS, PASS_TO_PASS``.
     A patch that does not apply, a test patch that does not apply and a test timeout are
     recorded outcomes (``resolved=False`` with ``error`` set), never exceptions. Raises
-    ``ValueError`` when the instance has no ``test_cmd``.
+    ``ValueError`` when the instance has no ``test_cmd``, ``InfrastructureError`` (cause
+    ``grading_sandbox``) when the container cannot run the tests as an unprivileged user.
     """
     if not instance.test_cmd:
         raise ValueError(f"instance {instance.instance_id!r} has no test_cmd; add the command "
@@ -96,7 +97,8 @@ def grade(client: docker.DockerClient, instance, image_tag: str, model_patch: st
                     f"user (needs root with CAP_CHOWN/CAP_SETUID and setpriv): {setup.output[-500:]}",
                     cause="grading_sandbox")
             run = box.exec(run_script(instance.test_cmd, token), timeout=timeout)
-            xml = box.read_files([report_path(token).lstrip("/")], root="/")[report_path(token).lstrip("/")]
+            copy = report_path(token).lstrip("/")
+            xml = box.read_files([copy], root="/")[copy] or b""  # no copy at all: no report
         else:
             run, xml = box.exec(instance.test_cmd, timeout=timeout), None
     log = f"{_section('model patch: ' + model.method, model.output)}{_section('tests', run.output)}"
