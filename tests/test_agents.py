@@ -17,7 +17,7 @@ from raydist.agents.scripted import SUBMIT_COMMAND, ScriptedModel, write_file_co
 from raydist.models.endpoint import LOCAL_PLACEHOLDER_KEY
 from raydist.sandbox import Limits, Sandbox, base_image_tag, ensure_instance_image
 from raydist.tasks import load_instances
-from raydist.views import RepoFiles, build_view
+from raydist.views import RepoFiles, ViewOptions, build_view
 from raydist.views.audit import IdentitySet, find_exposures
 from raydist.views.base import IDENTITY, View
 from raydist.views.l2_namespace import namespace_level  # noqa: F401  (registers L2)
@@ -334,3 +334,26 @@ def test_oracle_on_a_builtin_l2_instance_edits_then_submits_with_no_tokens_and_n
     assert {k: columns[k] for k in ("leak_count", "leaked_names", "unmapped_names", "memorised_count")} == {
         "leak_count": 0, "leaked_names": "[]", "unmapped_names": 0, "memorised_count": 0}
     assert columns["audit"]["unmapped"] == {} and columns["audit"]["statement"] == []
+
+
+@pytest.mark.docker
+def test_oracle_applies_a_gold_patch_that_only_applies_with_fuzz(client):
+    """SWE-bench applies a gold patch with `patch --fuzz=5` when git apply refuses it; such
+    instances exist in SWE-bench Verified. Here one context line of the real gold hunk
+    differs from the base."""
+    import dataclasses
+
+    instance = load_instances("builtin", ids=["jquast__wcwidth-del-control"])[0]
+    fuzzy = dataclasses.replace(instance, patch=instance.patch.replace("     # C0/C1 control characters",
+                                                                       "     # C0/C1 control chars"))
+    assert fuzzy.patch != instance.patch
+    image = ensure_instance_image(client, instance.recipe, cache_dir=CACHE, label=instance.instance_id)
+    repo = RepoFiles(image.repo_dir)
+    view = build_view(fuzzy, repo, "L0", 0, ViewOptions(), None)
+    with Sandbox.create(client, image.tag, limits=Limits(memory="1g", pids=256), name="agents-oracle-fuzz") as sandbox:
+        methods = []
+        outcome = oracle(view=view, sandbox=sandbox, instance=fuzzy, read_original=repo.read, settings=settings(),
+                         on_gold_applied=methods.append)
+        assert (outcome.exit_status, outcome.error, methods) == ("Submitted", None, ["patch-fuzz"])
+        fixed = sandbox.read_files(["wcwidth/wcwidth.py"])["wcwidth/wcwidth.py"].decode()
+    assert fixed == repo.read("wcwidth/wcwidth.py").replace("or 0x07F < ucs < 0x0A0", "or 0x07F <= ucs < 0x0A0")

@@ -8,7 +8,10 @@ from pathlib import Path
 import pytest
 
 from raydist.grading import apply_patch, grade, is_resolved, parse_test_log
+from raydist.grading.infra import infra_changes
+from raydist.grading.junit import check_report, is_pytest_command, junit_key, parse_junit
 from raydist.grading.test_files import restore_command, touched_files
+from raydist.views import RepoFiles, recover_patch
 from raydist.sandbox import Sandbox, base_image_tag, ensure_instance_image
 from raydist.tasks import load_instances
 
@@ -76,7 +79,7 @@ def test_patch_falls_back_to_fuzzy_patch(client):
     with Sandbox.create(client, base_image_tag(), name="apply") as box:
         box.write_files({"f.txt": original})
         result = apply_patch(box, diff, label="model")
-        assert (result.applied, result.method) == (True, "patch")
+        assert (result.applied, result.method) == (True, "patch-fuzz")
         assert box.read_files(["f.txt"])["f.txt"] == original.replace("line 4", "line four").encode()
 
 
@@ -106,6 +109,7 @@ def test_garbage_patch_is_recorded_not_raised(client, toolz):
     result = grade(client, instance, image.tag, garbage, timeout=300)
     assert (result.resolved, result.applied, result.apply_method, result.tests) == (False, False, "none", {})
     assert result.error.startswith(f"patch does not apply: {TOOLZ}: ")
+    assert result.error_cause == "patch_does_not_apply"
     assert set(result.fail_to_pass.values()) == {"MISSING"}
 
 
@@ -143,3 +147,160 @@ def test_flask_swebench_instance_grades_like_swebench(client, patch_kind, resolv
     assert result.fail_to_pass == {"tests/test_config.py::test_config_from_file_toml":
                                    "PASSED" if resolved else "FAILED"}
     assert set(result.pass_to_pass.values()) == {"PASSED"}
+
+
+# -- junit channel: pure pieces -----------------------------------------------------------
+
+def test_only_one_plain_pytest_call_gets_the_junit_channel():
+    assert is_pytest_command('python -m pytest -rA -p no:cacheprovider -o addopts="" tests/test_core.py')
+    assert is_pytest_command("PYTHONWARNINGS=ignore pytest -rA t.py")
+    assert is_pytest_command("/opt/venv/bin/python3.11 -m pytest t.py")
+    assert not is_pytest_command("./tests/runtests.py --verbosity 2 admin_views")
+    assert not is_pytest_command("pytest t.py; echo done")
+    assert not is_pytest_command("tox -e py311")
+
+
+def test_junit_key_is_pytests_mangled_address():
+    assert junit_key("tests/test_core.py::TestX::test_y[a/b c]") == "tests.test_core.TestX::test_y[a/b c]"
+    assert junit_key("test_six.py::test_z") == "test_six::test_z"
+
+
+XML = (b'<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" errors="0" '
+       b'failures="1" skipped="1" tests="3"><testcase classname="t" name="test_a"/>'
+       b'<testcase classname="t" name="test_b"><failure message="x"/></testcase>'
+       b'<testcase classname="t" name="test_c"><skipped type="pytest.xfail" message="r"/></testcase>'
+       b'</testsuite></testsuites>')
+
+
+def test_junit_statuses_and_their_consistency_with_the_exit_status():
+    report = parse_junit(XML)
+    assert report.statuses == {"t::test_a": "PASSED", "t::test_b": "FAILED", "t::test_c": "XFAIL"}
+    assert check_report(report, 1, ["t.py::test_a"]) is None
+    assert check_report(report, 0, ["t.py::test_a"]) == "pytest exit status 0 disagrees with its junit report (1 failed)"
+    assert check_report(report, 2, []) == "pytest exit status 2 disagrees with its junit report (1 failed)"
+
+
+def test_a_second_document_or_a_forged_counter_is_rejected():
+    assert parse_junit(XML + XML).problem.startswith("the junit report is not one XML document")
+    assert parse_junit(b"").problem == "pytest wrote no junit report"
+    forged = parse_junit(XML.replace(b'tests="3"', b'tests="2"'))
+    assert forged.problem == ("junit counters {'tests': '2', 'failures': '1', 'errors': '0', 'skipped': '1'} "
+                              "disagree with its testcases {'tests': 3, 'failures': 1, 'errors': 0, 'skipped': 1}")
+
+
+def test_a_wanted_id_reported_twice_is_rejected():
+    twice = XML.replace(b'tests="3"', b'tests="4"').replace(b"</testsuite>", b'<testcase classname="t" name="test_a"/></testsuite>')
+    assert check_report(parse_junit(twice), 1, ["t.py::test_a"]) == "tests reported more than once: t.py::test_a"
+
+
+def test_test_infrastructure_changes_are_named():
+    assert infra_changes({"tests/conftest.py": (None, "x"), "pkg/mod.py": ("a", "b"),
+                          "setup.cfg": ("[metadata]\nname=a\n", "[metadata]\nname=b\n"),
+                          "tox.ini": ("[pytest]\naddopts=-x\n", "[pytest]\naddopts=-p no:junitxml\n"),
+                          "pyproject.toml": ("[tool.pytest.ini_options]\na=1\n", "[tool.pytest.ini_options]\na=2\n"),
+                          "pytest.py": (None, "")}) == ["pyproject.toml", "pytest.py", "tests/conftest.py", "tox.ini"]
+
+
+# -- forgeries on a real instance -----------------------------------------------------------
+
+WCWIDTH = "jquast__wcwidth-del-control"
+_IDS = [t for i in load_instances("builtin", ids=[WCWIDTH]) for t in (*i.FAIL_TO_PASS, *i.PASS_TO_PASS)]
+F2P_LINE = "\n".join(f"PASSED {t}" for t in _IDS)
+# Each forgery leaves the defect in place and tries to make its F2P test look passed; each
+# also prints the PASSED lines SWE-bench's log parser would believe (the last line for an id
+# wins), so that every one of them resolves the instance when graded from the log.
+_JUNIT_FROM_CMDLINE = (
+    "def _junit_path():\n"
+    "    args = open('/proc/self/cmdline', 'rb').read().decode().split('\\0')\n"
+    "    return next(a.split('=', 1)[1] for a in args if a.startswith('--junitxml='))\n")
+_FAKE_XML = ("'<?xml version=\"1.0\"?><testsuites><testsuite name=\"pytest\" errors=\"0\" failures=\"0\" "
+             "skipped=\"0\" tests=\"1\"><testcase classname=\"tests.test_core\" "
+             "name=\"test_delete_is_a_control_character\"/></testsuite></testsuites>'")
+FORGERIES = {
+    "atexit_prints_passed": f"import atexit\natexit.register(lambda: print({F2P_LINE!r}))\n",
+    "atexit_prints_then_exits_0": (f"import atexit, os\n"
+                                   f"atexit.register(lambda: (print({F2P_LINE!r}, flush=True), os._exit(0)))\n"),
+    "exits_0_at_import": f"import os\nprint({F2P_LINE!r}, flush=True)\nos._exit(0)\n",
+    "atexit_rewrites_the_junit_file": (
+        _JUNIT_FROM_CMDLINE + "import atexit\n"
+        f"def _forge():\n    print({F2P_LINE!r})\n    open(_junit_path(), 'w').write({_FAKE_XML})\n"
+        "atexit.register(_forge)\n"),
+    "atexit_deletes_the_junit_file": (
+        _JUNIT_FROM_CMDLINE + "import atexit, os\n"
+        f"def _forge():\n    print({F2P_LINE!r})\n    try:\n        os.remove(_junit_path())\n"
+        "    except OSError:\n        pass\n    os._exit(0)\natexit.register(_forge)\n"),
+    "writes_a_report_first_and_exits_0": (
+        _JUNIT_FROM_CMDLINE + "import atexit, os\n"
+        f"open(_junit_path(), 'w').write({_FAKE_XML})\n"
+        f"atexit.register(lambda: (print({F2P_LINE!r}, flush=True), os._exit(0)))\n"),
+}
+CONFTEST_FORGERIES = {
+    "conftest_rewrites_reports": (
+        "import pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+        "    outcome = yield\n    report = outcome.get_result()\n    report.outcome = 'passed'\n"),
+    "conftest_exits_0_early": (
+        "import os\n\ndef pytest_sessionfinish(session, exitstatus):\n"
+        "    reporter = session.config.pluginmanager.get_plugin('terminalreporter')\n"
+        f"    reporter.write_line({F2P_LINE!r})\n    reporter.flush()\n    os._exit(0)\n"),
+}
+
+
+@pytest.fixture(scope="module")
+def wcwidth(client):
+    instance = load_instances("builtin", ids=[WCWIDTH])[0]
+    image = ensure_instance_image(client, instance.recipe, cache_dir=CACHE, label=WCWIDTH)
+    return instance, image, RepoFiles(image.repo_dir)
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("forgery", sorted(FORGERIES))
+def test_a_patch_that_forges_test_results_stays_unresolved(client, wcwidth, forgery):
+    instance, image, repo = wcwidth
+    path = "wcwidth/wcwidth.py"
+    patch = recover_patch({path: repo.read(path)}, {path: repo.read(path) + "\n" + FORGERIES[forgery]})
+    result = grade(client, instance, image.tag, patch, timeout=120)
+    assert (result.resolved, result.applied, result.grading_channel) == (False, True, "junit")
+    if result.error is None:  # the forgery did not even disturb the report: the real outcome stands
+        assert result.fail_to_pass == {"tests/test_core.py::test_delete_is_a_control_character": "FAILED"}
+    else:
+        assert result.error_cause == "junit_rejected"
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("forgery", sorted(CONFTEST_FORGERIES))
+def test_a_conftest_that_forges_results_is_put_back_and_named(client, wcwidth, forgery):
+    instance, image, _ = wcwidth
+    patch = recover_patch({}, {"tests/conftest.py": CONFTEST_FORGERIES[forgery]})
+    result = grade(client, instance, image.tag, patch, timeout=120)
+    assert (result.resolved, result.error, result.test_infra_changed) == (False, None, ("tests/conftest.py",))
+    assert result.fail_to_pass == {"tests/test_core.py::test_delete_is_a_control_character": "FAILED"}
+    assert set(result.pass_to_pass.values()) == {"PASSED"}
+
+
+@pytest.mark.docker
+def test_gold_patch_resolves_through_the_junit_channel(client, wcwidth):
+    instance, image, _ = wcwidth
+    result = grade(client, instance, image.tag, instance.patch, timeout=120)
+    assert (result.resolved, result.error, result.grading_channel, result.apply_method) == (True, None, "junit", "git-apply")
+    assert result.tests["tests/test_core.py::test_delete_is_a_control_character"] == "PASSED"
+    assert len(result.tests) == 18
+    assert len(result.pass_to_pass) == 17 and set(result.pass_to_pass.values()) == {"PASSED"}
+
+
+@pytest.mark.docker
+def test_a_test_command_that_is_not_one_pytest_call_is_graded_from_its_log(client, wcwidth):
+    instance, image, _ = wcwidth
+    chained = dataclasses.replace(instance, test_cmd=instance.test_cmd + " && true")
+    result = grade(client, chained, image.tag, instance.patch, timeout=120)
+    assert (result.resolved, result.grading_channel) == (True, "log")
+
+
+@pytest.mark.docker
+def test_gold_patch_that_needs_fuzz_is_applied_and_graded(client, wcwidth):
+    instance, image, _ = wcwidth
+    # One context line of the gold hunk no longer matches the base: git apply refuses it
+    # (and --3way has no blobs to merge from), `patch --fuzz=5` applies it, as in SWE-bench.
+    fuzzy = instance.patch.replace("     # C0/C1 control characters", "     # C0/C1 control chars")
+    assert fuzzy != instance.patch
+    result = grade(client, instance, image.tag, fuzzy, timeout=120)
+    assert (result.resolved, result.applied, result.apply_method, result.error) == (True, True, "patch-fuzz", None)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -132,9 +134,28 @@ def test_missing_and_existing_files_are_errors():
         apply_patch_to_texts({"n.py": "x\n"}, recover_patch({}, {"n.py": "y\n"}))
 
 
-def test_unsafe_path_is_rejected():
-    with pytest.raises(ValueError, match="path 'a\\\\tb' must be relative"):
-        recover_patch({}, {"a\tb": "x"})
+def test_paths_outside_the_repository_are_rejected():
+    with pytest.raises(ValueError, match="path '../x' must be relative and stay inside the repository"):
+        recover_patch({}, {"../x": "x"})
+
+
+ODD_NAMES = ["sp ace.py", 'q"uote.py', "new\nline.py", "\u00e9t\u00e9.py", "tab\there.py", "back\\slash.py"]
+
+
+def test_odd_file_names_are_quoted_as_git_does_and_round_trip_through_git_and_patch(tmp_path):
+    original = {name: "a\n" for name in ODD_NAMES}
+    final = {name: "b\n" for name in ODD_NAMES} | {"n ew \u00fc.py": "x\n"}
+    patch = recover_patch(original, final)
+    for tool, argv in [("git", ["git", "apply", "fix.patch"]), ("patch", ["patch", "--batch", "-p1", "-i", "fix.patch"])]:
+        root = tmp_path / tool
+        root.mkdir()
+        write_tree(root, original)
+        (root / "fix.patch").write_text(patch)
+        subprocess.run(argv, cwd=root, check=True, capture_output=True)
+        (root / "fix.patch").unlink()
+        assert read_tree(root) == final, tool
+    assert 'diff --git "a/new\\nline.py" "b/new\\nline.py"\n' in patch
+    assert "--- a/sp ace.py\t\n" in patch and '+++ "b/\\303\\251t\\303\\251.py"\n' in patch
 
 
 @pytest.mark.shared_data
@@ -146,3 +167,54 @@ def test_real_swebench_patches_name_their_files():
     assert first["instance_id"] == "astropy__astropy-12907"
     assert patched_paths(first["patch"]) == ["astropy/modeling/separable.py"]
     assert patched_paths(first["test_patch"]) == ["astropy/modeling/tests/test_separable.py"]
+
+
+# -- the submission is the final tree against the view's initial tree, whatever .git became --
+
+WCWIDTH = "jquast__wcwidth-del-control"
+EDIT = "sed -i 's/or 0x07F < ucs < 0x0A0/or 0x07F <= ucs < 0x0A0/' wcwidth/wcwidth.py"
+ODD = {"wcwidth/sp ace.py": "a = 1\n", 'wcwidth/q"uote.py': "b = 2\n", "wcwidth/new\nline.py": "c = 3\n",
+       "wcwidth/\u00e9t\u00e9.py": "d = 4\n"}
+SCENARIOS = {
+    "plain edit": ([EDIT], {}, {}),
+    "git commit": ([EDIT, "git add -A && git -c user.name=a -c user.email=a@b commit -qm fix"], {}, {}),
+    "git checkout -b": (["git checkout -q -b fix", EDIT, "git -c user.name=a -c user.email=a@b commit -qam fix"], {}, {}),
+    "rm -rf .git": ([EDIT, "rm -rf .git"], {}, {}),
+    "symlink": ([EDIT, "ln -s wcwidth.py wcwidth/link.py"], {}, {"wcwidth/link.py": "symlink"}),
+    "binary file": ([EDIT, "printf '\\000\\377\\001' > wcwidth/blob.bin"], {}, {"wcwidth/blob.bin": "binary"}),
+    "odd file names": ([EDIT, *(f"printf %s {shlex.quote(t)} > {shlex.quote(p)}" for p, t in ODD.items())], ODD, {}),
+    "git stash": ([EDIT, "git stash -q"], None, {}),
+}
+
+
+@pytest.fixture(scope="module")
+def wcwidth_image(client):
+    from raydist.sandbox import ensure_instance_image
+    from raydist.tasks import load_instances
+
+    cache = Path(os.environ.get("RAYDIST_CACHE_DIR", Path.home() / ".cache" / "raydist"))
+    instance = load_instances("builtin", ids=[WCWIDTH])[0]
+    return instance, ensure_instance_image(client, instance.recipe, cache_dir=cache, label=WCWIDTH)
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_what_the_agent_does_to_git_does_not_change_the_recovered_patch(client, wcwidth_image, scenario):
+    from raydist.cluster.unit import _install_view, _read_changes
+    from raydist.sandbox import Sandbox
+    from raydist.views import RepoFiles, ViewOptions, build_view
+
+    instance, image = wcwidth_image
+    repo = RepoFiles(image.repo_dir)
+    view = build_view(instance, repo, "L0", 0, ViewOptions(), None)
+    commands, added, dropped = SCENARIOS[scenario]
+    with Sandbox.create(client, image.tag, name="recover") as box:
+        initial = _install_view(box, view)
+        for command in commands:
+            assert box.exec(command, timeout=60).returncode == 0, command
+        changes = _read_changes(box, initial, repo)
+    path = "wcwidth/wcwidth.py"
+    fixed = repo.read(path).replace("or 0x07F < ucs < 0x0A0", "or 0x07F <= ucs < 0x0A0")
+    expected = "" if added is None else recover_patch({path: repo.read(path)}, {path: fixed, **added})
+    assert recover_patch({p: repo.read(p) for p in changes.final}, changes.final) == expected
+    assert changes.dropped == dropped

@@ -6,6 +6,7 @@ place of a model, so their trajectories have the same format as an LLM agent's."
 from __future__ import annotations
 
 import base64
+import secrets
 import shlex
 import time
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from minisweagent.models.utils.actions_text import format_observation_messages
 from raydist.agents.environment import SUBMIT_MARKER, ViewEnvironment, leak_count
 from raydist.agents.outcome import AgentOutcome, RecordingAgent
 from raydist.agents.settings import AgentSettings, load_prompts
-from raydist.views.recover import apply_patch_to_texts, patched_paths
+from raydist.views.recover import patched_paths
 
 SUBMIT_COMMAND = f"echo {SUBMIT_MARKER}"
 # One bash argument may hold at most 128 KiB (Linux MAX_ARG_STRLEN), so large files are
@@ -75,7 +76,7 @@ def write_file_commands(path: str, text: str | None) -> list[str]:
 
 
 def oracle(*, view, sandbox, instance, read_original: Callable[[str], str | None], settings: AgentSettings,
-           trajectory_path=None) -> AgentOutcome:
+           trajectory_path=None, on_gold_applied: Callable[[str], None] | None = None) -> AgentOutcome:
     """Apply `instance.patch` (the gold patch) through the view, then submit.
 
     For each file the patch touches, the patched original is computed in original coordinates,
@@ -89,12 +90,17 @@ def oracle(*, view, sandbox, instance, read_original: Callable[[str], str | None
         read_original: original text of a relative path, None when absent (e.g. `RepoFiles.read`).
         settings: `command_timeout_s`, `output_limit_chars`, `prompts_dir`, `cwd` are used.
         trajectory_path: where the trajectory JSON is written (None: not written).
+        on_gold_applied: called with the method that applied the gold patch (``git-apply``,
+            ``git-apply-3way``, ``git-apply-reject``, ``patch-fuzz``), for the row.
 
     Raises:
-        raydist.views.PatchApplyError: the gold patch does not apply to the originals.
+        raydist.views.PatchApplyError: the gold patch does not apply to the originals with any
+            of SWE-bench's methods (``git apply``, ``--3way``, ``--reject``, ``patch --fuzz=5``).
     """
     paths = patched_paths(instance.patch)
-    patched = apply_patch_to_texts({p: read_original(p) for p in paths}, instance.patch)
+    patched, method = gold_texts(sandbox, instance.patch, {p: read_original(p) for p in paths})
+    if on_gold_applied is not None:
+        on_gold_applied(method)
     commands = []
     for path in paths:
         text = patched[path]
@@ -105,6 +111,38 @@ def oracle(*, view, sandbox, instance, read_original: Callable[[str], str | None
         commands += write_file_commands(view.translator.to_view(path), content)
     return _run_script("oracle", [*commands, SUBMIT_COMMAND], view=view, sandbox=sandbox,
                        settings=settings, trajectory_path=trajectory_path)
+
+
+def gold_texts(sandbox, patch: str, originals: dict[str, str | None]) -> tuple[dict[str, str | None], str]:
+    """``(texts, method)``: the files ``patch`` touches after applying it to ``originals`` (path -> text, None: no
+    such file) as SWE-bench applies a patch (``raydist.grading.apply_patch``: git apply, then
+    its fallbacks up to ``patch --fuzz=5``), in a scratch git repository under ``/tmp`` of
+    ``sandbox`` holding only those files; removed afterwards. Raises ``PatchApplyError`` with
+    the tools' output when no method applies it."""
+    from raydist.grading.apply import apply_patch
+    from raydist.views import PatchApplyError
+
+    scratch = f"/tmp/raydist-gold-{secrets.token_hex(8)}"
+    sandbox.exec(f"mkdir -p {scratch}", timeout=60, cwd="/")
+    try:
+        # Written by commands, not put_archive, so the files belong to the container's user.
+        for path, text in originals.items():
+            if text is not None:
+                for command in write_file_commands(path, text):
+                    done = sandbox.exec(command, timeout=120, cwd=scratch)
+                    if done.returncode != 0:
+                        raise RuntimeError(f"could not write {path} in {scratch}: {done.output[-2000:]}")
+        init = sandbox.exec("git init -q && git add -A && git -c user.name=raydist -c user.email=raydist@localhost "
+                            "commit -qm base --allow-empty --no-verify", timeout=120, cwd=scratch)
+        if init.returncode != 0:
+            raise RuntimeError(f"could not prepare the gold patch's files in {scratch}: {init.output[-2000:]}")
+        applied = apply_patch(sandbox, patch, label="gold", cwd=scratch)
+        if not applied.applied:
+            raise PatchApplyError(applied.output[-2000:])
+        data = sandbox.read_files(list(originals), root=scratch)
+        return {p: None if b is None else b.decode("utf-8") for p, b in data.items()}, applied.method
+    finally:
+        sandbox.exec(f"rm -rf {scratch}", timeout=60, cwd="/")
 
 
 def null(*, view, sandbox, settings: AgentSettings, trajectory_path=None) -> AgentOutcome:
@@ -140,4 +178,4 @@ def _run_script(name: str, commands: list[str], *, view, sandbox, settings: Agen
     trajectory = agent.save(agent.config.output_path)
     return AgentOutcome(exit_status=exit_status, steps=agent.n_calls, input_tokens=0, output_tokens=0,
                         cost=0.0, trajectory=trajectory, error=error, step_records=tuple(env.steps),
-                        statement_leaks=leak_count(view.translator, view.problem_statement))
+                        statement_leaks=leak_count(view, view.problem_statement))

@@ -8,6 +8,7 @@ graded in a fresh container -> one row.
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import time
@@ -101,9 +102,9 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared=Non
 
     with Sandbox.create(client, image.tag, limits=limits, network=settings.network,
                         labels={"raydist.unit": unit.key}, name=f"agent-{unit.key[:12]}") as box:
-        _install_view(box, view)
+        initial = _install_view(box, view)
         outcome = _run_agent(settings, view, box, endpoint, traj_path, instance, repo)
-        final = _read_changes(box)
+        changes = _read_changes(box, initial, repo)
     agent_seconds = time.time() - t0
     out = {
         "exit_status": outcome.exit_status, "steps": outcome.steps, "input_tokens": outcome.input_tokens,
@@ -123,8 +124,11 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared=Non
     if outcome.error and outcome.exit_status not in AGENT_OUTCOMES:
         out.update(error=outcome.error, error_kind="infrastructure")
         return out
+    final = changes.final
     original = {path: repo.read(path) for path in final}
     patch = recover_patch(original, final)
+    if changes.dropped:  # changes a text patch cannot carry (binary files, symlinks): named, not lost
+        out["view_meta"] = json.dumps({**view.meta, "recovery_dropped": changes.dropped}, default=str, sort_keys=True)
     t1 = time.time()
     result = grade(client, instance, image.tag, patch, timeout=settings.grading_timeout_s, limits=limits)
     out.update(
@@ -135,11 +139,15 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared=Non
         fail_to_pass_total=len(instance.FAIL_TO_PASS),
         pass_to_pass_passed=sum(1 for s in result.pass_to_pass.values() if s == "PASSED"),
         pass_to_pass_total=len(instance.PASS_TO_PASS),
+        grading_channel=result.grading_channel, test_infra_changed=json.dumps(list(result.test_infra_changed)),
     )
-    if result.error:
-        # A model patch that does not apply is the agent's outcome; a test patch or test command
-        # that fails is the instance's problem. Neither is retried: rerunning changes nothing.
-        out.update(error=result.error, error_kind="input")
+    if result.error_cause == "test_patch_does_not_apply":
+        # The instance's problem, not the agent's: recorded, never retried.
+        out.update(error=result.error, error_kind="input", error_cause=result.error_cause)
+    elif result.error:
+        # A model patch that does not apply, a test run that times out or a junit report that
+        # fails its checks (a forgery) are the agent's outcome: unresolved, with the reason.
+        out.update(error=result.error, error_cause=result.error_cause)
     return out
 
 
@@ -156,10 +164,19 @@ def _view_options(options: dict):
     return ViewOptions(**options)
 
 
-def _install_view(box, view) -> None:
-    """Write the view's files and make the view the repository's only history."""
-    if view.files:
-        box.write_files(dict(view.files))
+def _install_view(box, view) -> dict[str, tuple]:
+    """Write the view's files and make the view the repository's only history; return the
+    initial tree's entries (``raydist.views.recover.tree_entries``), kept on the host where
+    nothing the agent does can reach them: the patch is the diff from this tree."""
+    from raydist.agents.scripted import write_file_commands
+
+    # Written by commands, not put_archive, so the files keep belonging to the image's user
+    # (an agent that runs unprivileged must be able to edit them).
+    for path, text in sorted(view.files.items()):
+        for command in write_file_commands(path, text):
+            res = box.exec(command, timeout=300)
+            if res.returncode != 0:
+                raise RuntimeError(f"could not write view file {path} in the sandbox: {res.output[-2000:]}")
     excludes = "\\n".join(IGNORED)
     script = (
         "rm -rf .git && git init -q && "
@@ -169,28 +186,79 @@ def _install_view(box, view) -> None:
     res = box.exec(script, timeout=300)
     if res.returncode != 0:
         raise RuntimeError(f"could not install the view in the sandbox: {res.output[-2000:]}")
+    entries, _ = _tree(box)
+    return entries
 
 
-def _read_changes(box) -> dict[str, str | None]:
-    """Final contents of the files the agent changed relative to the view (None: deleted).
-    Binary files are not part of a text patch and are skipped."""
-    res = box.exec("git add -A >/dev/null 2>&1; git diff --cached --name-status --no-renames -z", timeout=300)
-    if res.returncode != 0:
-        raise RuntimeError(f"could not list the agent's changes: {res.output[-2000:]}")
-    fields = [f for f in res.output.split("\0") if f]
-    changes = dict(zip(fields[1::2], fields[0::2]))  # path -> status
-    present = [p for p, s in changes.items() if s != "D"]
-    contents = box.read_files(present) if present else {}
-    final: dict[str, str | None] = {p: None for p, s in changes.items() if s == "D"}
-    for path, data in contents.items():
-        if data is None:
-            final[path] = None
-            continue
-        try:
-            final[path] = data.decode("utf-8")
-        except UnicodeDecodeError:
-            continue
-    return final
+def _tree(box, baseline=None):
+    """``tree_entries`` of the sandbox's /testbed, read through Docker's archive API (not the
+    agent's tools or git); a /testbed the agent removed reads as an empty tree."""
+    from docker.errors import NotFound
+
+    from raydist.views.recover import tree_entries
+
+    try:
+        stream, _ = box.container.get_archive("/testbed")
+    except NotFound:
+        return {}, {}
+    return tree_entries(_ChunkReader(stream), baseline=baseline)
+
+
+class _ChunkReader(io.RawIOBase):
+    """A file object over Docker's archive chunks, read once, front to back."""
+
+    def __init__(self, chunks):
+        self._chunks, self._buffer = iter(chunks), b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, target) -> int:
+        while not self._buffer:
+            self._buffer = next(self._chunks, None)
+            if self._buffer is None:
+                self._buffer = b""
+                return 0
+        n = min(len(target), len(self._buffer))
+        target[:n], self._buffer = self._buffer[:n], self._buffer[n:]
+        return n
+
+
+def _read_changes(box, initial: dict[str, tuple], repo):
+    """The agent's submission: the final work tree against the view's initial tree
+    (``raydist.views.recover.changed_files``), whatever the agent did to ``.git`` (commit,
+    stash, branches, removal). New files the repository's own ignore rules ignore (build
+    output, virtualenvs) are not part of it."""
+    from raydist.views.recover import FinalTree, changed_files
+
+    final_entries, contents = _tree(box, baseline=initial)
+    added = [p for p in final_entries if p not in initial]
+    ignored = set(_ignored(added, Path(repo.root)))
+    final_entries = {p: e for p, e in final_entries.items() if p not in ignored}
+    tree = changed_files(initial, final_entries, contents, repo.read)
+    return FinalTree(tree.final, tree.dropped)
+
+
+def _ignored(paths: list[str], root: Path) -> list[str]:
+    """Those of ``paths`` the original repository's ``.gitignore`` files (and ``IGNORED``)
+    ignore, decided by git on the host in a scratch repository holding only those rules."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    if not paths:
+        return []
+    with tempfile.TemporaryDirectory(prefix="raydist-ignore-") as scratch:
+        subprocess.run(["git", "init", "-q", scratch], check=True, capture_output=True)
+        for rule in root.rglob(".gitignore"):
+            target = Path(scratch) / rule.relative_to(root)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(rule, target)
+        (Path(scratch) / ".git" / "info" / "exclude").write_text("\n".join(IGNORED) + "\n")
+        done = subprocess.run(["git", "-C", scratch, "check-ignore", "--no-index", "-z", "--stdin"],
+                              input=b"\0".join(p.encode("utf-8", "surrogateescape") for p in paths) + b"\0",
+                              capture_output=True)
+    return [p.decode("utf-8", "surrogateescape") for p in done.stdout.split(b"\0") if p]
 
 
 def _run_agent(settings: UnitSettings, view, box, endpoint, traj_path: Path, instance, repo):
@@ -200,9 +268,12 @@ def _run_agent(settings: UnitSettings, view, box, endpoint, traj_path: Path, ins
     if settings.agent_kind == "oracle":
         from raydist.views import PatchApplyError
 
+        def record(method: str) -> None:  # which of SWE-bench's methods applied the gold patch
+            view.meta["gold_apply_method"] = method
+
         try:
             return oracle(view=view, sandbox=box, instance=instance, read_original=repo.read,
-                          settings=agent_settings, trajectory_path=traj_path)
+                          settings=agent_settings, trajectory_path=traj_path, on_gold_applied=record)
         except PatchApplyError as exc:
             raise UnitInputError(f"the gold patch of {instance.instance_id!r} does not apply to its base: {exc}") from exc
     if settings.agent_kind == "null":

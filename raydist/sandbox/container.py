@@ -237,6 +237,7 @@ class Sandbox:
         name: str | None = None,
         network: str = "none",
         tmpfs: Mapping[str, str] | None = None,
+        user: str | None = None,
     ) -> "Sandbox":
         """Start a detached, hardened ``sleep infinity`` container from ``image``.
 
@@ -246,7 +247,8 @@ class Sandbox:
         and a ``/tmp`` given there replaces the ``/tmp`` volume. Commands run as the image's
         user with the hardening of the module docstring; ``/testbed`` (when the image has one
         and ``limits.testbed_size`` is set) is a bounded tmpfs volume holding a copy of the
-        image's ``/testbed``, owners and modes kept.
+        image's ``/testbed``, owners and modes kept. ``user`` overrides the image's user
+        (grading runs as ``root`` to run the tests as an unprivileged user of its own).
 
         Raises ``docker.errors.ImageNotFound`` when the image is absent.
         """
@@ -284,6 +286,7 @@ class Sandbox:
                 init=True,
                 tmpfs=tmpfs,
                 mounts=mounts,
+                **({"user": user} if user else {}),
             )
             box = cls(client, container)
             box._keepalive = _keepalive_pid(container)
