@@ -17,10 +17,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from raydist.cluster.plan import RunUnit
+from raydist.outcomes import BUG, INPUT_ERROR, RESOLVED, UNRESOLVED, InfrastructureError, InputError, agent_exit_of, \
+    classify_exception
 
 # Files an agent's tools leave behind that are never part of a submission.
 IGNORED = ("__pycache__/", "*.pyc", ".pytest_cache/", "*.egg-info/", ".mypy_cache/")
-AGENT_OUTCOMES = {"Submitted", "LimitsExceeded", "TimeExceeded", "RepeatedFormatError", "FormatError"}
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ class UnitSettings:
     grading_timeout_s: float = 900.0
 
 
-class UnitInputError(Exception):
+class UnitInputError(InputError):
     """The instance itself cannot be run as given (recorded, not retried)."""
 
 
@@ -51,21 +52,34 @@ def execute_unit(unit: RunUnit, instance, settings: UnitSettings, endpoint=None,
     ``prepared`` is the unit's ``raydist.views.Prepared`` (L1 statement, L4 rewrites) from
     ``raydist.cluster.prepare``; levels without L1/L4 need none.
 
-    Never raises for an outcome of the run: infrastructure failures (Docker, image build,
-    model server) come back as a row with ``error_kind="infrastructure"`` (retried on resume),
-    problems of the instance itself with ``error_kind="input"``."""
+    Never raises for an outcome of the run: the row's ``outcome`` is one of
+    ``raydist.outcomes.OUTCOMES``. A finished run is ``resolved`` or ``unresolved`` with its
+    ``agent_exit``; an exception is classified by ``raydist.outcomes.classify_exception``
+    (``infrastructure_error``: Docker, image build, model server, retried within a bound;
+    ``input_error``: the instance; ``bug``: raydist itself, with the traceback in ``error``),
+    with its ``error_cause``. An error row also carries ``retry_after`` (seconds or None; not
+    a stored column) for the scheduler's backoff."""
     started = time.time()
     row = _base_row(unit)
     try:
         row.update(_run(unit, instance, settings, endpoint, prepared))
-    except UnitInputError as exc:
-        row.update(error=str(exc), error_kind="input")
     except Exception as exc:  # noqa: BLE001 - every failure must become a recorded row
-        row.update(error=f"{type(exc).__name__}: {exc}", error_kind="infrastructure",
-                   view_meta=json.dumps({"traceback": traceback.format_exc()[-4000:]}))
+        row.update(error_fields(exc))
     row["wall_seconds"] = round(time.time() - started, 3)
     row["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return row
+
+
+def error_fields(exc: BaseException) -> dict:
+    """The row fields of a unit ended by ``exc``: ``outcome``, ``error_cause``, ``error``
+    (``Type: message``; a bug's traceback follows, at most 4000 characters in all),
+    ``resolved=False`` and ``retry_after``."""
+    outcome, cause = classify_exception(exc)
+    error = f"{type(exc).__name__}: {exc}"
+    if outcome == BUG:
+        error = f"{error}\n{traceback.format_exc()}"
+    return {"outcome": outcome, "error_cause": cause, "error": error[:4000], "resolved": False,
+            "retry_after": getattr(exc, "retry_after", None)}
 
 
 def _base_row(unit: RunUnit) -> dict:
@@ -83,10 +97,11 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared=Non
     if instance.recipe is None:
         raise UnitInputError(
             f"instance {instance.instance_id!r} has no build recipe (sdist); raydist builds images "
-            "offline from a PyPI sdist: add an `sdist` field, or run it where its SWE-bench image exists"
-        )
+            "offline from a PyPI sdist: add an `sdist` field, or run it where its SWE-bench image exists",
+            cause="no_recipe")
     if not instance.test_cmd:
-        raise UnitInputError(f"instance {instance.instance_id!r} has no test_cmd; add one to the instance")
+        raise UnitInputError(f"instance {instance.instance_id!r} has no test_cmd; add one to the instance",
+                             cause="no_test_cmd")
     client = connect(settings.docker_host)
     image = ensure_instance_image(client, instance.recipe, base_tag=settings.base_image,
                                   cache_dir=Path(settings.cache_dir))
@@ -115,9 +130,15 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared=Non
         **{f"actions_{category}": n for category, n in outcome.action_counts.items()},
         "leak_count": outcome.leak_count, "step_records": [dict(r) for r in outcome.step_records],
     }
-    if outcome.error and outcome.exit_status not in AGENT_OUTCOMES:
-        out.update(error=outcome.error, error_kind="infrastructure")
-        return out
+    agent_exit = agent_exit_of(outcome.exit_status, cost=outcome.cost,
+                               cost_limit=float(settings.agent_settings.get("cost_limit", 0) or 0))
+    if agent_exit is None:
+        # ModelUnreachable (or any end that is not the agent's own): the machine failed the run.
+        cause = "model_unreachable" if outcome.exit_status == "ModelUnreachable" else "agent_exit"
+        raise InfrastructureError(outcome.error or f"the agent ended with {outcome.exit_status!r}", cause=cause)
+    out["agent_exit"] = agent_exit
+    if agent_exit == "model_error":
+        out.update(outcome=UNRESOLVED, error=outcome.error)
     original = {path: repo.read(path) for path in final}
     patch = recover_patch(original, final)
     t1 = time.time()
@@ -131,11 +152,20 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared=Non
         pass_to_pass_passed=sum(1 for s in result.pass_to_pass.values() if s == "PASSED"),
         pass_to_pass_total=len(instance.PASS_TO_PASS),
     )
+    out.update(outcome=RESOLVED if result.resolved else UNRESOLVED)
     if result.error:
-        # A model patch that does not apply is the agent's outcome; a test patch or test command
-        # that fails is the instance's problem. Neither is retried: rerunning changes nothing.
-        out.update(error=result.error, error_kind="input")
+        out["error"] = result.error if not out.get("error") else f"{out['error']}\n{result.error}"
+        if _instance_at_fault(result.error):
+            out.update(outcome=INPUT_ERROR, error_cause="test_patch_does_not_apply")
     return out
+
+
+def _instance_at_fault(grading_error: str) -> bool:
+    """A model patch that does not apply or tests that time out are the agent's outcome
+    (unresolved, as SWE-bench scores them); a test patch that does not apply, or test files
+    that cannot be restored, are the instance's problem (``input_error``). Neither is retried:
+    rerunning changes nothing."""
+    return "test patch does not apply" in grading_error or "restoring test files" in grading_error
 
 
 def trajectory_name(unit: RunUnit) -> str:
@@ -199,7 +229,8 @@ def _run_agent(settings: UnitSettings, view, box, endpoint, traj_path: Path, ins
             return oracle(view=view, sandbox=box, instance=instance, read_original=repo.read,
                           settings=agent_settings, trajectory_path=traj_path)
         except PatchApplyError as exc:
-            raise UnitInputError(f"the gold patch of {instance.instance_id!r} does not apply to its base: {exc}") from exc
+            raise UnitInputError(f"the gold patch of {instance.instance_id!r} does not apply to its base: {exc}",
+                                 cause="gold_patch_does_not_apply") from exc
     if settings.agent_kind == "null":
         return null(view=view, sandbox=box, settings=agent_settings, trajectory_path=traj_path)
     return run_agent(view=view, sandbox=box, endpoint=endpoint, settings=agent_settings,
