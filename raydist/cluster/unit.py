@@ -155,17 +155,18 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared=Non
     out.update(outcome=RESOLVED if result.resolved else UNRESOLVED)
     if result.error:
         out["error"] = result.error if not out.get("error") else f"{out['error']}\n{result.error}"
-        if _instance_at_fault(result.error):
+        if _instance_at_fault(result):
             out.update(outcome=INPUT_ERROR, error_cause="test_patch_does_not_apply")
     return out
 
 
-def _instance_at_fault(grading_error: str) -> bool:
-    """A model patch that does not apply or tests that time out are the agent's outcome
-    (unresolved, as SWE-bench scores them); a test patch that does not apply, or test files
-    that cannot be restored, are the instance's problem (``input_error``). Neither is retried:
-    rerunning changes nothing."""
-    return "test patch does not apply" in grading_error or "restoring test files" in grading_error
+def _instance_at_fault(result) -> bool:
+    """Whether grading stopped short because of the instance (``input_error``), from a
+    ``GradeResult`` with ``error`` set: the model patch applied but no test ran and the tests
+    did not time out, so the test patch did not apply or its files could not be restored. A
+    model patch that does not apply and tests that time out are the agent's outcome
+    (unresolved, as SWE-bench scores them). Neither is retried: rerunning changes nothing."""
+    return bool(result.applied and not result.tests and "tests timed out" not in result.error)
 
 
 def trajectory_name(unit: RunUnit) -> str:
