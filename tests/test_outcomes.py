@@ -14,6 +14,7 @@ import pytest
 
 from raydist.agents import AgentSettings, run_agent
 from raydist.cluster.plan import RunUnit
+from raydist.cluster.prepare import PreparationError, failure_row, prepared_of
 from raydist.cluster.unit import UnitSettings, execute_unit
 from raydist.models import ModelEndpoint, ModelUnreachable
 from raydist.models.retry import call_with_retries
@@ -48,6 +49,7 @@ def test_every_agent_exit_status_maps_to_one_agent_exit(status, cost, cost_limit
     (MemoryError(), ("infrastructure_error", "host_out_of_memory")),
     (ConnectionRefusedError(), ("infrastructure_error", "connection")),
     (PatchApplyError("a.py: hunk 1 does not match"), ("input_error", "patch_does_not_apply")),
+    (PreparationError("L1: every LLM call failed"), ("infrastructure_error", "view_preparation")),
     (KeyError("level"), ("bug", "KeyError")),
     (TypeError("unexpected keyword"), ("bug", "TypeError")),
     (OSError(errno.EACCES, "Permission denied"), ("bug", "PermissionError")),
@@ -194,3 +196,18 @@ def test_a_docker_daemon_that_does_not_answer_is_an_infrastructure_error(tmp_pat
                        _settings(docker_host=f"unix://{tmp_path}/no-daemon.sock"))
     assert (row["outcome"], row["error_cause"]) == ("infrastructure_error", "docker")
     assert row["error"].startswith("SandboxUnavailable: ")
+
+
+def test_a_failed_view_preparation_becomes_the_units_row_with_its_outcome_and_cause():
+    unit = RunUnit("x", "h", "-", "oracle", "L1+L3", 2, "c")
+    failure = {"outcome": "infrastructure_error", "error_cause": "view_preparation",
+               "error": "PreparationError: L1 for 'x' seed 2: every LLM call failed"}
+    prepared, got = prepared_of(unit, {}, {("x", 2, "L1"): failure})
+    assert prepared is None
+    row = failure_row(unit, got)
+    assert (row["outcome"], row["error_cause"], row["attempts"], row["resolved"]) == (
+        "infrastructure_error", "view_preparation", 1, False)
+    assert row["error"] == "L1 view preparation failed: PreparationError: L1 for 'x' seed 2: every LLM call failed"
+    bug = {"outcome": "bug", "error_cause": "KeyError", "error": "KeyError: 'files'\nTraceback ..."}
+    _, got = prepared_of(unit, {}, {("x", 2, "L1"): bug})
+    assert (failure_row(unit, got)["outcome"], failure_row(unit, got)["error_cause"]) == ("bug", "KeyError")
