@@ -14,7 +14,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from raydist.cluster.plan import SCRIPTED_AGENTS, RunUnit, build_plan, expand_levels, stable_hash, unit_config_hash
+from raydist.cluster.plan import (SCRIPTED_AGENTS, RunUnit, build_plan, expand_levels, file_sha256, stable_hash,
+                                  unit_config_hash)
 from raydist.cluster.prepare import with_preparation
 from raydist.cluster.runner import RayOptions, raise_interrupt
 from raydist.cluster.unit import UnitSettings
@@ -75,29 +76,36 @@ class Job:
         levels = _unique("levels", _levels(cfg.levels))
         seeds = _unique("seeds", [int(s) for s in ([cfg.seeds] if isinstance(cfg.seeds, int) else cfg.seeds)])
         view_options = OmegaConf.to_container(cfg.view, resolve=True)
-        settings_for_hash = dict(agent_cfg)
-        if kind == "llm" and local:
-            # What the model answers depends on these, not on the server's CPUs or timeouts.
-            settings_for_hash["model_server"] = {k: local.get(k) for k in
-                                                 ("litellm_model", "model_path", "command", "grammar_server")}
-        config_hash = unit_config_hash(agent, settings_for_hash, view_options)
+        cache_dir = Path(cfg.cache_dir).expanduser()
+        sandbox = cfg.sandbox
+        # Everything besides the agent's own settings that can change a unit's result.
+        environment = {
+            "sandbox": {"limits": OmegaConf.to_container(sandbox.limits, resolve=True), "network": sandbox.network,
+                        "base_image": sandbox.base_image},
+            "grading_timeout_s": float(sandbox.grading_timeout_s),
+        }
+        if kind == "llm":
+            environment["prompts"] = _agent_prompts_digest(agent, agent_cfg)
+            environment["model_server"] = _model_identity(model, local, cache_dir) if local else None
+        config_hash = unit_config_hash(agent, agent_cfg, view_options, environment)
         view_model = str(view_options.get("model"))
         view_local = OmegaConf.to_container(cfg.local_models, resolve=True).get(view_model)
-        view_identity = _model_identity(view_model, view_local)
+        needs_view_model = any(_needs_view_model(level, view_options) for level in levels)
+        # Hashing the view model's weights is only worth it when a level asks that model.
+        view_identity = _model_identity(view_model, view_local, cache_dir) if needs_view_model else view_model
         units = with_preparation(build_plan(instances, model=model, agent=agent, levels=levels, seeds=seeds,
                                             config_hash=config_hash), ViewOptions(**view_options), view_identity)
         if not units:
             raise JobError(f"the plan is empty: {len(instances)} instances x levels={levels} x seeds={seeds}; "
                            "check benchmark.source, benchmark.ids/limit, levels and seeds")
-        sandbox = cfg.sandbox
         settings = UnitSettings(
             agent_kind=kind, agent_settings=agent_cfg, view_options=view_options,
-            cache_dir=str(Path(cfg.cache_dir).expanduser()), run_dir=str(run_dir),
+            cache_dir=str(cache_dir), run_dir=str(run_dir),
             docker_host=sandbox.docker_host, base_image=sandbox.base_image, network=sandbox.network,
             limits=OmegaConf.to_container(sandbox.limits, resolve=True),
             grading_timeout_s=float(sandbox.grading_timeout_s),
         )
-        ray_opts = RayOptions(**OmegaConf.to_container(cfg.cluster, resolve=True))
+        ray_opts = RayOptions(**OmegaConf.to_container(cfg.cluster, resolve=True), retry=_retry_policy(cfg))
         title = f"raydist: {cfg.benchmark.name} / {agent}" + ("" if agent in SCRIPTED_AGENTS else f" / {model}")
         if view_local is None and any(_needs_view_model(u.level, view_options) for u in units):
             _check_hosted_model(view_model)
@@ -110,7 +118,7 @@ class Job:
                 gate_settings[name] = replace(settings, agent_kind=scripted_kind, agent_settings=scripted)
                 gate_units += with_preparation(
                     build_plan(instances, model=model, agent=name, levels=levels, seeds=seeds,
-                               config_hash=unit_config_hash(name, scripted, view_options)),
+                               config_hash=unit_config_hash(name, scripted, view_options, environment_of(environment))),
                     ViewOptions(**view_options), view_identity)
         return cls(units=units, instances={i.instance_id: i for i in instances}, settings=settings,
                    ray=ray_opts, model=model, model_cfg=local if kind == "llm" else None, agent=agent,
@@ -120,11 +128,58 @@ class Job:
                    gate_dir=Path(cfg.output_root) / str(cfg.benchmark.name) / "_gate")
 
 
-def _model_identity(model: str, local: dict | None) -> str:
-    """What decides a model's answers: its name, and for a served model its command and weights."""
+def environment_of(environment: dict) -> dict:
+    """The part of a unit's ``environment`` that scripted agents (oracle, null) depend on: the
+    sandbox and the grading timeout; they use no prompt and no model."""
+    return {k: environment[k] for k in ("sandbox", "grading_timeout_s")}
+
+
+def _retry_policy(cfg: DictConfig):
+    from raydist.outcomes import RetryPolicy
+
+    resume = cfg.get("resume") or {}
+    defaults = RetryPolicy()
+    return RetryPolicy(max_attempts=int(resume.get("max_attempts", defaults.max_attempts)),
+                       backoff_s=float(resume.get("backoff_s", defaults.backoff_s)),
+                       backoff_max_s=float(resume.get("backoff_max_s", defaults.backoff_max_s)))
+
+
+def _agent_prompts_digest(agent: str, agent_cfg: dict) -> str:
+    """sha256 (16 hex) of the agent's prompt templates' bytes (``agents.<agent>.prompts_dir``)."""
+    from raydist.agents.settings import PROMPT_FILES, AgentSettings
+    from raydist.prompts import resolve_prompts_dir
+
+    folder = resolve_prompts_dir(agent_cfg.get("prompts_dir") or AgentSettings().prompts_dir)
+    try:
+        return stable_hash({name: file_sha256(folder / f"{name}.j2") for name in PROMPT_FILES})
+    except FileNotFoundError as exc:
+        raise JobError(f"agents.{agent}.prompts_dir={agent_cfg.get('prompts_dir')}: {exc.filename} is missing; "
+                       f"the folder must hold {', '.join(f'{n}.j2' for n in PROMPT_FILES)}") from exc
+
+
+def _model_identity(model: str, local: dict | None, cache_dir: Path) -> str:
+    """What decides a model's answers: its name, and for a model raydist serves its server
+    command, settings and the sha256 of its weights file (``model_path``; ``embedded`` is the
+    embedded Gemma GGUF; a path that is no file, e.g. a hub id for vLLM, counts as its name),
+    cached by path, size and mtime under ``cache_dir`` so it is computed once per file."""
     if local is None:
         return model
-    return stable_hash({k: local.get(k) for k in ("litellm_model", "model_path", "command", "grammar_server")})
+    fields = {k: local.get(k) for k in ("litellm_model", "model_path", "command", "grammar_server")}
+    path = _weights_path(model, local.get("model_path"))
+    if path is not None and path.is_file():
+        fields["weights_sha256"] = file_sha256(path, cache=cache_dir / "file_hashes.json")
+    return stable_hash(fields)
+
+
+def _weights_path(model: str, model_path) -> Path | None:
+    if model_path in (None, "", "embedded"):
+        from raydist.models.local import embedded_model_path
+
+        try:
+            return Path(embedded_model_path())
+        except RuntimeError as exc:
+            raise JobError(f"local_models.{model}: {exc}") from exc
+    return Path(str(model_path)).expanduser()
 
 
 def _needs_view_model(level: str, view_options: dict) -> bool:
@@ -203,10 +258,30 @@ def run_job(job: Job) -> None:
     """Run the units of ``job`` that are not finished yet, then write ``runs.parquet``,
     ``steps.parquet``, ``preds.jsonl`` and ``summary.md`` in ``job.run_dir`` and print the summary.
 
+    One launch at a time holds ``job.run_dir`` (``raydist.results.run_dir_lock``): a second
+    one raises ``JobError`` at once, naming the directory and the holder's pid.
+
     SIGTERM and Ctrl-C stop scheduling; rows already written stay, and the tables are
-    compiled from them before exiting."""
+    compiled from them before exiting (status 130). Otherwise the process exits 1 when any
+    planned unit's row is an error (``input_error``, ``infrastructure_error`` or ``bug``),
+    and returns normally when every unit that ran finished (resolved or unresolved)."""
+    from raydist.results import RunDirBusy, run_dir_lock
+
+    try:
+        with run_dir_lock(job.run_dir):
+            status = _run_locked(job)
+    except RunDirBusy as exc:
+        raise JobError(str(exc)) from exc
+    if status:
+        sys.exit(status)
+
+
+def _run_locked(job: Job) -> int:
+    """``run_job`` inside the run directory's lock; returns the exit status (0, 1 or 130)."""
     from raydist.cluster.gate import gate_report
-    from raydist.results import ResultStore, action_mix, action_mix_markdown, summarise, to_markdown
+    from raydist.outcomes import ERRORS
+    from raydist.results import (ResultStore, action_mix, action_mix_markdown, atomic_write_text, error_counts,
+                                 summarise, to_markdown)
     from raydist.sandbox import BaseImageMissing, SandboxUnavailable, connect, ensure_base_image, sweep_orphans
 
     store = ResultStore(job.run_dir)
@@ -239,36 +314,16 @@ def run_job(job: Job) -> None:
             sweep_orphans(client)
     table = store.compile(keys)
     note = "Interrupted before the plan finished." if interrupted else ""
-    report = to_markdown(summarise(table), title=job.title, planned=len(job.units), note=note)
+    report = to_markdown(summarise(table), title=job.title, planned=len(job.units), note=note,
+                         errors=error_counts(table))
     report += action_mix_markdown(action_mix(table))
     report += gate_report(job)
-    report += error_digest(table)
-    (job.run_dir / "summary.md").write_text(report)
+    atomic_write_text(job.run_dir / "summary.md", report)
     print(report, flush=True)
     if interrupted:
-        sys.exit(130)
-    if any(kind == "infrastructure" for kind in table.column("error_kind").to_pylist()):
-        sys.exit(1)  # the tables are complete, but some units must run again: say so to scripts
-
-
-def error_digest(table, limit: int = 10) -> str:
-    """Markdown list of the distinct errors in ``table`` (first ``limit``), each with its count,
-    kind and one example unit, so a failed unit is visible without opening the Parquet file."""
-    seen: dict[str, list] = {}
-    for row in table.select(["instance_id", "level", "seed", "error", "error_kind"]).to_pylist():
-        if row["error"]:
-            first_line = row["error"].strip().splitlines()[0][:300]
-            seen.setdefault(first_line, [0, row])[0] += 1
-    if not seen:
-        return ""
-    lines = ["", "## Errors", ""]
-    for message, (count, row) in list(seen.items())[:limit]:
-        lines.append(f"- {count} x [{row['error_kind']}] {message} (e.g. {row['instance_id']} {row['level']} seed {row['seed']})")
-    if len(seen) > limit:
-        lines.append(f"- ... and {len(seen) - limit} more distinct errors: see the `error` column of runs.parquet")
-    lines.append("")
-    lines.append("Infrastructure errors run again when the same command is repeated; input errors are the instance's.")
-    return "\n".join(lines) + "\n"
+        return 130
+    # The tables are complete, but some units have no result: say so to scripts.
+    return 1 if any(outcome in ERRORS for outcome in table.column("outcome").to_pylist()) else 0
 
 
 def _execute(job: Job, todo: list[RunUnit], store) -> list[dict]:
@@ -294,7 +349,8 @@ def _execute(job: Job, todo: list[RunUnit], store) -> list[dict]:
     for unit in todo:
         recipe = job.instances[unit.instance_id].recipe
         if recipe is not None and recipe.key() in failed:
-            row = error_row(unit, f"instance image could not be built: {failed[recipe.key()]}")
+            failure = failed[recipe.key()]
+            row = error_row(unit, failure["error"], outcome=failure["outcome"], cause=failure["error_cause"])
             store.write_row(row)
             written.append(row)
         else:

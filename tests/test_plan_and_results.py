@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from raydist.cluster.plan import RunUnit, build_plan, expand_levels, stable_hash, unit_config_hash
-from raydist.results import ResultStore, action_mix, action_mix_markdown, redact, summarise, to_markdown
+from raydist.results import ResultStore, action_mix, action_mix_markdown, error_counts, redact, summarise, to_markdown
 
 
 @dataclass
@@ -29,7 +29,8 @@ def _units(agent="miniswe", model="gemma3-270m", config_hash="c0"):
 
 def _row(unit: RunUnit, **extra) -> dict:
     row = {"key": unit.key, "instance_id": unit.instance_id, "model": unit.model, "agent": unit.agent,
-           "level": unit.level, "seed": unit.seed, "config_hash": unit.config_hash, "resolved": False}
+           "level": unit.level, "seed": unit.seed, "config_hash": unit.config_hash, "resolved": False,
+           "outcome": "resolved" if extra.get("resolved") else "unresolved"}
     row.update(extra)
     return row
 
@@ -80,16 +81,19 @@ def test_rows_are_durable_and_a_rewrite_never_duplicates(tmp_path):
     units = _units()
     store.write_row(_row(units[0], resolved=True, steps=3))
     store.write_row(_row(units[0], resolved=True, steps=3))  # the same unit again
-    store.write_row(_row(units[1], error="docker died", error_kind="infrastructure"))
-    store.write_row(_row(units[2], error="patch does not apply", error_kind="input"))
+    store.write_row(_row(units[1], error="docker died", outcome="infrastructure_error", error_cause="docker"))
+    store.write_row(_row(units[2], error="test patch does not apply", outcome="input_error",
+                         error_cause="test_patch_does_not_apply"))
+    store.write_row(_row(units[3], error="KeyError: 'x'\nTraceback...", outcome="bug", error_cause="KeyError"))
     keys = [u.key for u in units]
-    assert store.finished_keys(keys, retry_errors=True) == {units[0].key, units[2].key}
-    assert store.finished_keys(keys, retry_errors=False) == {units[0].key, units[1].key, units[2].key}
+    # Only infrastructure errors run again: input errors and bugs would fail the same way.
+    assert store.finished_keys(keys, retry_errors=True) == {units[0].key, units[2].key, units[3].key}
+    assert store.finished_keys(keys, retry_errors=False) == {units[0].key, units[1].key, units[2].key, units[3].key}
     table = store.compile(keys)
-    assert table.num_rows == 3
-    assert pq.read_table(tmp_path / "runs.parquet").column("key").to_pylist() == keys[:3]
+    assert table.num_rows == 4
+    assert pq.read_table(tmp_path / "runs.parquet").column("key").to_pylist() == keys[:4]
     preds = [json.loads(line) for line in (tmp_path / "preds.jsonl").read_text().splitlines()]
-    assert [p["instance_id"] for p in preds] == ["a__x-1"] * 3
+    assert [p["instance_id"] for p in preds] == ["a__x-1"] * 4
     assert set(preds[0]) == {"instance_id", "model_name_or_path", "model_patch", "level", "seed", "unit"}
     assert not list((tmp_path / "rows").glob("*.tmp*"))
 
@@ -101,25 +105,47 @@ def test_a_damaged_row_file_counts_as_not_finished(tmp_path):
     assert store.finished_keys([unit.key], retry_errors=True) == set()
 
 
-def test_summary_groups_by_model_agent_level_with_exact_means(tmp_path):
+def test_summary_rates_and_means_are_over_finished_units_with_errors_counted_apart(tmp_path):
     store = ResultStore(tmp_path)
     units = _units()
-    store.write_row(_row(units[0], resolved=True, steps=2, input_tokens=100, output_tokens=10, cost=0.0))
-    store.write_row(_row(units[1], resolved=False, steps=4, input_tokens=300, output_tokens=30, cost=0.0))
+    store.write_row(_row(units[0], resolved=True, steps=2, input_tokens=100, output_tokens=10, cost=0.5))
+    store.write_row(_row(units[1], resolved=False, steps=4, input_tokens=300, output_tokens=30, cost=0.25))
+    # Errors: their steps, tokens and cost must not enter the means, nor the unit the rate.
+    store.write_row(_row(units[2], steps=40, input_tokens=9000, output_tokens=900, cost=7.0, error="docker died",
+                         outcome="infrastructure_error", error_cause="docker"))
     store.write_row(_row(units[3], resolved=False, steps=6, input_tokens=50, output_tokens=5, cost=0.0,
-                         error="x", error_kind="infrastructure"))
-    rows = summarise(store.compile([u.key for u in units]))
+                         error="x", outcome="infrastructure_error", error_cause="model_unreachable"))
+    store.write_row(_row(units[4], error="KeyError: 'a'\nTraceback", outcome="bug", error_cause="KeyError"))
+    store.write_row(_row(units[5], error="test patch does not apply: t", outcome="input_error",
+                         error_cause="test_patch_does_not_apply"))
+    table = store.compile([u.key for u in units])
+    rows = summarise(table)
     assert rows == [
-        {"model": "gemma3-270m", "agent": "miniswe", "level": "L0", "units": 2, "resolved": 1,
+        {"model": "gemma3-270m", "agent": "miniswe", "level": "L0", "units": 3, "finished": 2, "resolved": 1,
          "resolved_rate": 0.5, "mean_steps": 3.0, "mean_input_tokens": 200.0, "mean_output_tokens": 20.0,
-         "cost": 0.0, "errors": 0},
-        {"model": "gemma3-270m", "agent": "miniswe", "level": "L3", "units": 1, "resolved": 0,
-         "resolved_rate": 0.0, "mean_steps": 6.0, "mean_input_tokens": 50.0, "mean_output_tokens": 5.0,
-         "cost": 0.0, "errors": 1},
+         "cost": 0.75, "input_error": 0, "infrastructure_error": 1, "bug": 0},
+        {"model": "gemma3-270m", "agent": "miniswe", "level": "L3", "units": 3, "finished": 0, "resolved": 0,
+         "resolved_rate": 0.0, "mean_steps": 0.0, "mean_input_tokens": 0.0, "mean_output_tokens": 0.0,
+         "cost": 0.0, "input_error": 1, "infrastructure_error": 1, "bug": 1},
     ]
-    md = to_markdown(rows, title="t", planned=12)
-    assert "3 of 12 units finished." in md
-    assert "| gemma3-270m | miniswe | L0 | 2 | 1 | 50.0% | 3.0 | 200 | 20 | 0.0000 | 0 |" in md
+    errors = error_counts(table)
+    assert errors == [
+        {"outcome": "input_error", "error_cause": "test_patch_does_not_apply", "units": 1,
+         "example": "a__x-1 L3 seed 2: test patch does not apply: t"},
+        {"outcome": "infrastructure_error", "error_cause": "docker", "units": 1,
+         "example": "a__x-1 L0 seed 2: docker died"},
+        {"outcome": "infrastructure_error", "error_cause": "model_unreachable", "units": 1,
+         "example": "a__x-1 L3 seed 0: x"},
+        {"outcome": "bug", "error_cause": "KeyError", "units": 1, "example": "a__x-1 L3 seed 1: KeyError: 'a'"},
+    ]
+    md = to_markdown(rows, title="t", planned=12, errors=errors)
+    assert ("6 of 12 units ran: 2 finished (resolved or unresolved), 4 ended in an error. "
+            "Rates, means and cost are over finished units.") in md
+    assert "| gemma3-270m | miniswe | L0 | 2 | 1 | 50.0% | 3.0 | 200 | 20 | 0.7500 | 0 | 1 | 0 |" in md
+    assert "| gemma3-270m | miniswe | L3 | 0 | 0 | 0.0% | 0.0 | 0 | 0 | 0.0000 | 1 | 1 | 1 |" in md
+    assert "| infrastructure_error | docker | 1 | a__x-1 L0 seed 2: docker died |" in md
+    assert "| bug | KeyError | 1 | a__x-1 L3 seed 1: KeyError: 'a' |" in md
+    assert "## Errors" not in to_markdown(rows, title="t", planned=12)
 
 
 def _record(step: int, command: str, category: str, **extra) -> dict:
@@ -129,8 +155,9 @@ def _record(step: int, command: str, category: str, **extra) -> dict:
 
 
 def _step_row(unit: RunUnit, record: dict) -> dict:
+    audit = {"leaked_names": None, "memorised_count": None, "memorised_names": None}  # not in these records
     return {"key": unit.key, "instance_id": unit.instance_id, "model": unit.model, "agent": unit.agent,
-            "level": unit.level, "seed": unit.seed} | record
+            "level": unit.level, "seed": unit.seed} | record | audit
 
 
 def test_steps_are_stored_with_their_row_survive_a_new_store_and_compile_in_plan_order(tmp_path):
@@ -141,7 +168,7 @@ def test_steps_are_stored_with_their_row_survive_a_new_store_and_compile_in_plan
     store = ResultStore(tmp_path)
     store.write_row(_row(units[1], steps=1, step_records=second))  # written before units[0]
     store.write_row(_row(units[0], steps=2, step_records=first))
-    store.write_row(_row(units[2], error="image build failed", error_kind="input"))  # no steps
+    store.write_row(_row(units[2], error="image build failed", outcome="input_error", error_cause="x"))  # no steps
     keys = [u.key for u in units]
     resumed = ResultStore(tmp_path)
     assert resumed.finished_keys(keys, retry_errors=True) == {units[0].key, units[1].key, units[2].key}
@@ -158,8 +185,9 @@ def test_a_rewritten_row_without_steps_drops_the_steps_of_the_earlier_attempt(tm
     store = ResultStore(tmp_path)
     unit = _units()[0]
     store.write_row(_row(unit, step_records=[_record(1, "ls", "navigate")], error="docker died",
-                         error_kind="infrastructure"))
-    store.write_row(_row(unit, error="docker died before the agent", error_kind="infrastructure"))
+                         outcome="infrastructure_error", error_cause="docker"))
+    store.write_row(_row(unit, error="docker died before the agent", outcome="infrastructure_error",
+                         error_cause="docker"))
     assert store.read_steps(unit.key) == []
     store.compile([unit.key])
     assert pq.read_table(tmp_path / "steps.parquet").num_rows == 0
@@ -180,7 +208,8 @@ def test_action_mix_gives_mean_commands_per_category_per_level_and_the_total_lea
     store.write_row(_row(units[0], **counts | {"actions_read": 3, "actions_edit": 1, "actions_submit": 1}, leak_count=0))
     store.write_row(_row(units[1], **counts | {"actions_read": 1, "actions_search": 2}, leak_count=2))
     store.write_row(_row(units[3], **counts | {"actions_edit": 2, "actions_submit": 1}, leak_count=0))
-    store.write_row(_row(units[4], error="docker died", error_kind="infrastructure"))  # ran no agent
+    store.write_row(_row(units[4], error="docker died", outcome="infrastructure_error",
+                         error_cause="docker"))  # ran no agent
     mix = action_mix(store.compile([u.key for u in units]))
     zero = {f"mean_{c}": 0.0 for c in ("navigate", "search", "read", "probe", "edit", "test", "submit", "other")}
     assert mix == [
@@ -212,21 +241,6 @@ def test_trajectory_file_name_cannot_leave_the_run_directory():
     name = trajectory_name(unit)
     assert name == f"etc_x_y__L0__s0__{unit.key[:8]}.traj.json"
     assert "/" not in trajectory_name(RunUnit("/tmp/a/b", "h", "m", "oracle", "L3", 2, "c"))
-
-
-def test_error_digest_lists_each_distinct_error_once_with_its_count(tmp_path):
-    from raydist.job import error_digest
-
-    store = ResultStore(tmp_path)
-    units = _units()
-    store.write_row(_row(units[0], error="docker died\ntraceback...", error_kind="infrastructure"))
-    store.write_row(_row(units[1], error="docker died\nother", error_kind="infrastructure"))
-    store.write_row(_row(units[2], error="patch does not apply: x", error_kind="input"))
-    store.write_row(_row(units[3]))
-    digest = error_digest(store.compile([u.key for u in units]))
-    assert "- 2 x [infrastructure] docker died (e.g. a__x-1 L0 seed 0)" in digest
-    assert "- 1 x [input] patch does not apply: x (e.g. a__x-1 L0 seed 2)" in digest
-    assert error_digest(store.compile([units[3].key])) == ""
 
 
 def test_per_view_prediction_files_hold_one_prediction_per_instance_and_load_in_the_swebench_harness(tmp_path):

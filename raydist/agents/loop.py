@@ -9,6 +9,7 @@ from raydist.agents.settings import AgentSettings, Prompts, load_prompts
 from raydist.models.endpoint import ModelEndpoint
 from raydist.models.grammar import ACTION_REGEX, action_grammar, grammar_extra_body
 from raydist.models.pricing import price_per_token, register_local_model
+from raydist.models.retry import ModelUnreachable, is_model_refusal
 
 
 def build_model(endpoint: ModelEndpoint, settings: AgentSettings, prompts: Prompts) -> EndpointModel:
@@ -49,11 +50,16 @@ def run_agent(*, view, sandbox, endpoint: ModelEndpoint, settings: AgentSettings
     Returns:
         AgentOutcome with one step record per executed command (category, tokens of the call
         on its first command, exposure audit of the observation shown, memorised names) and the
-        exposure audit of the statement (§III-F); a model that cannot be reached or any other failure inside the
-        loop ends the run with `exit_status` naming the exception and `error` its message
-        (never raised).
+        exposure audit of the statement (§III-F). `exit_status` is mini-swe-agent's (`Submitted`,
+        `LimitsExceeded`, `TimeExceeded`, `RepeatedFormatError`), `ModelUnreachable` (the model
+        stayed unreachable: an infrastructure failure) or `ModelError` (a non-transient refusal
+        of the model, `raydist.models.retry.NON_TRANSIENT_ERRORS`, e.g. context window exceeded:
+        the run's end, never retried); `raydist.outcomes.agent_exit_of` maps it. `error` holds
+        the failure's message for the last two.
 
     Raises:
+        Exception: any other failure inside the loop (Docker, raydist itself), after the
+            trajectory is saved: `raydist.outcomes.classify_exception` tells which.
         FileNotFoundError: a prompt template is missing.
         UnknownPrice: a hosted model has no known price, so the cost limit could not hold.
     """
@@ -75,8 +81,14 @@ def run_agent(*, view, sandbox, endpoint: ModelEndpoint, settings: AgentSettings
     try:
         result = agent.run(task=view.problem_statement)
         exit_status = result.get("exit_status", "")
-    except Exception as exc:  # noqa: BLE001 - the run's end is data; DefaultAgent logged the exit message
+    except ModelUnreachable as exc:  # infrastructure: the unit records it and runs again (bounded)
         exit_status, error = type(exc).__name__, str(exc)
+    except Exception as exc:
+        if not is_model_refusal(exc):
+            raise  # Docker or raydist itself: execute_unit classifies it (raydist.outcomes)
+        # The model's own answer to this request (400, context too long, content policy):
+        # asking again gets the same answer, so the run ends here as the model's outcome.
+        exit_status, error = "ModelError", f"{type(exc).__name__}: {exc}"
     trajectory = agent.save(agent.config.output_path)
     return AgentOutcome(
         exit_status=exit_status, steps=agent.n_calls, input_tokens=model.input_tokens,

@@ -13,6 +13,7 @@ from minisweagent.agents.default import DefaultAgent
 from raydist.agents.taxonomy import PRIORITY
 from raydist.models.endpoint import LOCAL_PLACEHOLDER_KEY
 from raydist.results.redact import redact, secret_values
+from raydist.results.store import atomic_write_text
 
 
 @dataclass(frozen=True)
@@ -107,9 +108,7 @@ def save_trajectory(data: dict, path: str | os.PathLike | None) -> dict:
     if path:
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(target.name + ".tmp")
-        tmp.write_text(json.dumps(clean, indent=2, default=str))
-        os.replace(tmp, target)
+        atomic_write_text(target, json.dumps(clean, indent=2, default=str))
     return clean
 
 

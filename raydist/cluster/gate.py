@@ -11,6 +11,7 @@ import json
 
 from raydist.cluster.plan import SCRIPTED_AGENTS
 from raydist.cluster.prepare import prepared_of
+from raydist.outcomes import ERRORS, RESOLVED
 
 
 def gate_todo(job, todo: list) -> list:
@@ -31,8 +32,10 @@ def run_gate(job, wanted: set, records: dict, errors: dict) -> list[dict]:
     must not. Runs the gate units without a row,
     then returns the views that fail, each ``{"instance_id", "level", "seed", "reason"}``,
     and writes them to ``gate.json`` in the run directory."""
-    from raydist.cluster.runner import error_row, run_units
+    from raydist.cluster.prepare import failure_row
+    from raydist.cluster.runner import run_units
     from raydist.results import ResultStore
+    from raydist.results.store import atomic_write_text
 
     store = ResultStore(job.gate_dir)
     keys = [u.key for u in job.gate_units]
@@ -45,9 +48,9 @@ def run_gate(job, wanted: set, records: dict, errors: dict) -> list[dict]:
         print(f"validity gate: {len(batch)} {agent} units", flush=True)
         prepared, runnable = {}, []
         for unit in batch:
-            value, error = prepared_of(unit, records, errors)
-            if error is not None:
-                store.write_row(error_row(unit, error))
+            value, failure = prepared_of(unit, records, errors)
+            if failure is not None:
+                store.write_row(failure_row(unit, failure))
             else:
                 prepared[unit.key] = value
                 runnable.append(unit)
@@ -65,22 +68,26 @@ def run_gate(job, wanted: set, records: dict, errors: dict) -> list[dict]:
         reason = None
         if oracle is None or null is None:
             reason = "the gate did not run"
-        elif oracle.get("error"):
-            reason = f"oracle: {oracle['error'].splitlines()[0][:300]}"
-        elif not oracle.get("resolved"):
+        elif oracle.get("outcome") in ERRORS:
+            reason = f"oracle: {oracle['outcome']} ({oracle.get('error_cause')}): {_first_line(oracle)}"
+        elif oracle.get("outcome") != RESOLVED:
             reason = "the oracle (gold patch through the view) does not resolve"
-        elif null.get("error") and null.get("error_kind") == "infrastructure":
-            reason = f"null: {null['error'].splitlines()[0][:300]}"
-        elif null.get("resolved"):
+        elif null.get("outcome") in ERRORS:
+            reason = f"null: {null['outcome']} ({null.get('error_cause')}): {_first_line(null)}"
+        elif null.get("outcome") == RESOLVED:
             reason = "the null agent (no change) resolves: FAIL_TO_PASS does not fail on this view"
         if reason:
             excluded.append({"instance_id": iid, "level": level, "seed": seed, "reason": reason})
     store.compile(keys)
-    (job.run_dir / "gate.json").write_text(json.dumps({"checked": checked, "excluded": excluded}, indent=1))
+    atomic_write_text(job.run_dir / "gate.json", json.dumps({"checked": checked, "excluded": excluded}, indent=1))
     print(f"validity gate: {checked} views checked, {len(excluded)} excluded", flush=True)
     for item in excluded:
         print(f"  excluded {item['instance_id']} {item['level']} seed {item['seed']}: {item['reason']}", flush=True)
     return excluded
+
+
+def _first_line(row: dict) -> str:
+    return (row.get("error") or "").strip().splitlines()[0][:300] if row.get("error") else ""
 
 
 def gate_report(job) -> str:

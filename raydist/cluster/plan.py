@@ -1,8 +1,10 @@
 """The plan: every run unit of a launch, with a stable key.
 
 A run unit is one (instance, model, agent, level, seed). Its key hashes everything that
-determines its outcome: the instance's content, the model, the agent's settings, the level,
-the seed and the view options. Re-running the same command therefore finds the same keys,
+determines its outcome: the instance's content, the model (for a served model, its server
+command and the sha256 of its weights), the agent's settings and prompt files' contents, the
+level, the seed, the view options, the sandbox's limits, network and base image, and the
+grading timeout (``unit_config_hash``). Re-running the same command therefore finds the same keys,
 which is what makes resuming exact; changing a setting that matters yields new keys, so a
 stale row is never mistaken for a result of the new configuration.
 """
@@ -11,7 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import tempfile
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 SCRIPTED_AGENTS = ("oracle", "null")
@@ -65,13 +70,65 @@ def expand_levels(levels: str | Sequence[str], implemented: Sequence[str]) -> li
     return out
 
 
-def unit_config_hash(agent: str, agent_settings: Mapping, view_options: Mapping) -> str:
-    """Hash of the settings that matter for a unit's outcome (not concurrency, paths...);
-    the view-model timing options (``raydist.views.base.TIMING_OPTIONS``) are left out."""
+#: Agent settings that cannot change a result: how long one model call may take and how
+#: often a transient failure is retried (a call that fails for good is an infrastructure error).
+KEYLESS_AGENT_SETTINGS = ("request_timeout_s", "model_retries")
+
+
+def unit_config_hash(agent: str, agent_settings: Mapping, view_options: Mapping,
+                     environment: Mapping | None = None) -> str:
+    """Hash of everything besides the instance, model, level and seed that can change a
+    unit's result: the agent's settings (limits, decoding, prompt folder; not
+    ``KEYLESS_AGENT_SETTINGS``), the view options (not the view-model timing options,
+    ``raydist.views.base.TIMING_OPTIONS``) and ``environment``: what the launch adds, e.g.
+    ``{"sandbox": {"limits", "network", "base_image"}, "grading_timeout_s", "prompts"`` (the
+    prompt files' digest) ``, "model_server"`` (command and weights' sha256)``}``
+    (``raydist.job``). Concurrency, output and cache paths are no part of it: they change
+    where and how fast, never what."""
     from raydist.views.base import TIMING_OPTIONS
 
     view = {name: value for name, value in view_options.items() if name not in TIMING_OPTIONS}
-    return stable_hash({"agent": agent, "settings": dict(agent_settings), "view": view})
+    settings = {name: value for name, value in agent_settings.items() if name not in KEYLESS_AGENT_SETTINGS}
+    return stable_hash({"agent": agent, "settings": settings, "view": view, "environment": dict(environment or {})})
+
+
+def file_sha256(path: str | Path, *, cache: str | Path | None = None) -> str:
+    """Hex sha256 of the bytes of file ``path``.
+
+    With ``cache`` (a JSON file), the digest is kept there under the file's resolved path,
+    size and mtime (ns), so a multi-gigabyte model file is read once, not at every launch;
+    any change of size or mtime reads it again. Raises ``FileNotFoundError`` for a missing file."""
+    path = Path(path)
+    stat = path.stat()
+    mark = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
+    known: dict = {}
+    if cache is not None:
+        try:
+            known = json.loads(Path(cache).read_text())
+        except (OSError, ValueError):
+            known = {}
+        if isinstance(known.get(mark), str):
+            return known[mark]
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    value = digest.hexdigest()
+    if cache is not None:
+        _store_digest(Path(cache), {**known, mark: value})
+    return value
+
+
+def _store_digest(cache: Path, known: dict) -> None:
+    """Best effort: a cache that cannot be written only costs a re-hash next time."""
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=cache.parent, prefix=f".{cache.name}.", suffix=".tmp")
+        with os.fdopen(fd, "w") as handle:
+            json.dump(known, handle, sort_keys=True)
+        os.replace(tmp, cache)
+    except OSError:
+        pass
 
 
 def build_plan(

@@ -8,8 +8,11 @@ model, so every level and agent that shares an (instance, seed) shares one prepa
 a second launch spends nothing. What comes out is a plain JSON record, turned into
 ``raydist.views.Prepared`` for ``build_view``.
 
-A failure of the model server or of Docker raises ``PreparationError``: nothing is cached and
-the units that needed it record an infrastructure error, so they run again on resume.
+A failure of the model server or of Docker raises ``PreparationError`` (an
+``InfrastructureError``): nothing is cached and the units that needed it record an
+infrastructure error, so they run again on resume; any other exception of a preparation is
+classified by ``raydist.outcomes.classify_exception`` (a raydist ``bug``, usually) and the
+units record that.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from raydist.cluster.plan import stable_hash
+from raydist.outcomes import InfrastructureError
 from raydist.prompts import resolve_prompts_dir
 from raydist.views.base import Prepared, RepoFiles, ViewOptions, levels_needing
 
@@ -35,8 +39,10 @@ Complete = Callable[..., str]
 PREPARATION_VERSION = {"L1": 5, "L4": 4}
 
 
-class PreparationError(RuntimeError):
+class PreparationError(InfrastructureError):
     """The model server or Docker failed while preparing a view (infrastructure: retried)."""
+
+    default_cause = "view_preparation"
 
 
 @dataclass(frozen=True)
@@ -239,12 +245,12 @@ def prepare_views(job, units: list, view_endpoint) -> tuple[dict, dict]:
           + (f" with view model {options.model}" if needs_model else ""), flush=True)
     endpoint = view_endpoint() if needs_model else None
 
-    def on_record(task, record, error):
+    def on_record(task, record, failure):
         where = (task.instance_id, task.seed, task.kind)
-        if error is not None:
-            errors[where] = error
-            print(f"  {task.kind} {task.instance_id} seed {task.seed}: FAILED: {error.splitlines()[0][:200]}",
-                  flush=True)
+        if failure is not None:
+            errors[where] = failure
+            print(f"  {task.kind} {task.instance_id} seed {task.seed}: FAILED ({failure['outcome']}): "
+                  f"{failure['error'].splitlines()[0][:200]}", flush=True)
             return
         cache.put(keys[task], record)
         records[where] = record
@@ -263,28 +269,36 @@ def describe_record(kind: str, record: dict) -> str:
                or "none enclose the gold patch"))
 
 
-def prepared_of(unit, records: dict, errors: dict) -> tuple[Prepared | None, str | None]:
-    """``(Prepared, None)`` for ``unit`` from ``records``, or ``(None, message)`` when a
-    preparation it needs failed (``errors``, keyed like ``records``)."""
+def prepared_of(unit, records: dict, errors: dict) -> tuple[Prepared | None, dict | None]:
+    """``(Prepared, None)`` for ``unit`` from ``records``, or ``(None, failure)`` when a
+    preparation it needs failed: ``errors`` (keyed like ``records``) holds
+    ``{"outcome", "error_cause", "error"}``, and the failure returned names the kind in its
+    ``error``."""
     needed = {}
     for kind in sorted(levels_needing(unit.level)):
         where = (unit.instance_id, unit.seed, kind)
         if where in errors:
-            return None, f"{kind} view preparation failed: {errors[where]}"
+            failure = errors[where]
+            return None, {**failure, "error": f"{kind} view preparation failed: {failure['error']}"}
         needed[kind] = records.get(where)
     return prepared_for(unit.level, needed), None
 
 
-def attach_prepared(job, units: list, records: dict, errors: dict, store, written: list):
-    """``({key: Prepared}, runnable units)``; a unit whose preparation failed gets an
-    infrastructure-error row (written to ``store`` and appended to ``written``) instead."""
+def failure_row(unit, failure: dict) -> dict:
+    """The result row of ``unit`` ended by a preparation ``failure`` (see ``prepared_of``)."""
     from raydist.cluster.runner import error_row
 
+    return error_row(unit, failure["error"], outcome=failure["outcome"], cause=failure["error_cause"])
+
+
+def attach_prepared(job, units: list, records: dict, errors: dict, store, written: list):
+    """``({key: Prepared}, runnable units)``; a unit whose preparation failed gets that
+    failure's error row (written to ``store`` and appended to ``written``) instead."""
     prepared, runnable = {}, []
     for unit in units:
-        value, error = prepared_of(unit, records, errors)
-        if error is not None:
-            row = error_row(unit, error)
+        value, failure = prepared_of(unit, records, errors)
+        if failure is not None:
+            row = failure_row(unit, failure)
             store.write_row(row)
             written.append(row)
             continue

@@ -1,12 +1,15 @@
-"""A progress bar of units: done / running / failed (tqdm, to stderr)."""
+"""A progress bar of units: done / running / resolved / errors (tqdm, to stderr)."""
 
 from __future__ import annotations
 
 from tqdm import tqdm
 
+from raydist.outcomes import ERRORS, RESOLVED
+
 
 class UnitProgress:
-    """Counts finished units; ``failed`` counts rows that carry an error."""
+    """Counts units as their last row arrives; ``failed`` counts rows whose ``outcome`` is an
+    error (``raydist.outcomes.ERRORS``: input, infrastructure, bug), ``resolved`` the resolved."""
 
     def __init__(self, total: int, already_done: int = 0, desc: str = "units"):
         self.failed = 0
@@ -20,14 +23,14 @@ class UnitProgress:
         self._refresh()
 
     def finished(self, row: dict) -> None:
-        self.failed += 1 if row.get("error") and row.get("error_kind") == "infrastructure" else 0
-        self.resolved += 1 if row.get("resolved") else 0
+        self.failed += 1 if row.get("outcome") in ERRORS else 0
+        self.resolved += 1 if row.get("outcome") == RESOLVED else 0
         self._running = max(0, self._running - 1)
         self.bar.update(1)
         self._refresh()
 
     def _refresh(self) -> None:
-        self.bar.set_postfix(running=self._running, failed=self.failed, resolved=self.resolved, refresh=True)
+        self.bar.set_postfix(running=self._running, errors=self.failed, resolved=self.resolved, refresh=True)
 
     def close(self) -> None:
         self.bar.close()

@@ -18,10 +18,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from raydist.cluster.plan import RunUnit
+from raydist.outcomes import BUG, INPUT_ERROR, RESOLVED, UNRESOLVED, InfrastructureError, InputError, agent_exit_of, \
+    classify_exception
 
 # Files an agent's tools leave behind that are never part of a submission.
 IGNORED = ("__pycache__/", "*.pyc", ".pytest_cache/", "*.egg-info/", ".mypy_cache/")
-AGENT_OUTCOMES = {"Submitted", "LimitsExceeded", "TimeExceeded", "RepeatedFormatError", "FormatError"}
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class UnitSettings:
     grading_timeout_s: float = 900.0
 
 
-class UnitInputError(Exception):
+class UnitInputError(InputError):
     """The instance itself cannot be run as given (recorded, not retried)."""
 
 
@@ -52,21 +53,34 @@ def execute_unit(unit: RunUnit, instance, settings: UnitSettings, endpoint=None,
     ``prepared`` is the unit's ``raydist.views.Prepared`` (L1 statement, L4 rewrites) from
     ``raydist.cluster.prepare``; levels without L1/L4 need none.
 
-    Never raises for an outcome of the run: infrastructure failures (Docker, image build,
-    model server) come back as a row with ``error_kind="infrastructure"`` (retried on resume),
-    problems of the instance itself with ``error_kind="input"``."""
+    Never raises for an outcome of the run: the row's ``outcome`` is one of
+    ``raydist.outcomes.OUTCOMES``. A finished run is ``resolved`` or ``unresolved`` with its
+    ``agent_exit``; an exception is classified by ``raydist.outcomes.classify_exception``
+    (``infrastructure_error``: Docker, image build, model server, retried within a bound;
+    ``input_error``: the instance; ``bug``: raydist itself, with the traceback in ``error``),
+    with its ``error_cause``. An error row also carries ``retry_after`` (seconds or None; not
+    a stored column) for the scheduler's backoff."""
     started = time.time()
     row = _base_row(unit)
     try:
         row.update(_run(unit, instance, settings, endpoint, prepared))
-    except UnitInputError as exc:
-        row.update(error=str(exc), error_kind="input")
     except Exception as exc:  # noqa: BLE001 - every failure must become a recorded row
-        row.update(error=f"{type(exc).__name__}: {exc}", error_kind="infrastructure",
-                   view_meta=json.dumps({"traceback": traceback.format_exc()[-4000:]}))
+        row.update(error_fields(exc))
     row["wall_seconds"] = round(time.time() - started, 3)
     row["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return row
+
+
+def error_fields(exc: BaseException) -> dict:
+    """The row fields of a unit ended by ``exc``: ``outcome``, ``error_cause``, ``error``
+    (``Type: message``; a bug's traceback follows, at most 4000 characters in all),
+    ``resolved=False`` and ``retry_after``."""
+    outcome, cause = classify_exception(exc)
+    error = f"{type(exc).__name__}: {exc}"
+    if outcome == BUG:
+        error = f"{error}\n{traceback.format_exc()}"
+    return {"outcome": outcome, "error_cause": cause, "error": error[:4000], "resolved": False,
+            "retry_after": getattr(exc, "retry_after", None)}
 
 
 def _base_row(unit: RunUnit) -> dict:
@@ -85,10 +99,11 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared=Non
     if instance.recipe is None:
         raise UnitInputError(
             f"instance {instance.instance_id!r} has no build recipe (sdist); raydist builds images "
-            "offline from a PyPI sdist: add an `sdist` field, or run it where its SWE-bench image exists"
-        )
+            "offline from a PyPI sdist: add an `sdist` field, or run it where its SWE-bench image exists",
+            cause="no_recipe")
     if not instance.test_cmd:
-        raise UnitInputError(f"instance {instance.instance_id!r} has no test_cmd; add one to the instance")
+        raise UnitInputError(f"instance {instance.instance_id!r} has no test_cmd; add one to the instance",
+                             cause="no_test_cmd")
     client = connect(settings.docker_host)
     image = ensure_instance_image(client, instance.recipe, base_tag=settings.base_image,
                                   cache_dir=Path(settings.cache_dir))
@@ -121,9 +136,15 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared=Non
     exposure = exposure_columns(view, outcome.step_records)
     out["view_meta"] = json.dumps({**view.meta, "audit": exposure.pop("audit")}, default=str, sort_keys=True)
     out.update(exposure)
-    if outcome.error and outcome.exit_status not in AGENT_OUTCOMES:
-        out.update(error=outcome.error, error_kind="infrastructure")
-        return out
+    agent_exit = agent_exit_of(outcome.exit_status, cost=outcome.cost,
+                               cost_limit=float(settings.agent_settings.get("cost_limit", 0) or 0))
+    if agent_exit is None:
+        # ModelUnreachable (or any end that is not the agent's own): the machine failed the run.
+        cause = "model_unreachable" if outcome.exit_status == "ModelUnreachable" else "agent_exit"
+        raise InfrastructureError(outcome.error or f"the agent ended with {outcome.exit_status!r}", cause=cause)
+    out["agent_exit"] = agent_exit
+    if agent_exit == "model_error":
+        out.update(outcome=UNRESOLVED, error=outcome.error)
     final = changes.final
     original = {path: repo.read(path) for path in final}
     patch = recover_patch(original, final)
@@ -141,13 +162,15 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared=Non
         pass_to_pass_total=len(instance.PASS_TO_PASS),
         grading_channel=result.grading_channel, test_infra_changed=json.dumps(list(result.test_infra_changed)),
     )
-    if result.error_cause == "test_patch_does_not_apply":
-        # The instance's problem, not the agent's: recorded, never retried.
-        out.update(error=result.error, error_kind="input", error_cause=result.error_cause)
-    elif result.error:
-        # A model patch that does not apply, a test run that times out or a junit report that
-        # fails its checks (a forgery) are the agent's outcome: unresolved, with the reason.
-        out.update(error=result.error, error_cause=result.error_cause)
+    out.update(outcome=RESOLVED if result.resolved else UNRESOLVED)
+    if result.error:
+        out["error"] = result.error if not out.get("error") else f"{out['error']}\n{result.error}"
+        out["error_cause"] = result.error_cause
+        if result.error_cause == "test_patch_does_not_apply":
+            # The instance's problem, not the agent's: recorded, never retried. A model patch
+            # that does not apply, tests that time out and a junit report that fails its checks
+            # (a forgery) are the agent's outcome: unresolved, with the reason.
+            out["outcome"] = INPUT_ERROR
     return out
 
 
@@ -275,7 +298,8 @@ def _run_agent(settings: UnitSettings, view, box, endpoint, traj_path: Path, ins
             return oracle(view=view, sandbox=box, instance=instance, read_original=repo.read,
                           settings=agent_settings, trajectory_path=traj_path, on_gold_applied=record)
         except PatchApplyError as exc:
-            raise UnitInputError(f"the gold patch of {instance.instance_id!r} does not apply to its base: {exc}") from exc
+            raise UnitInputError(f"the gold patch of {instance.instance_id!r} does not apply to its base: {exc}",
+                                 cause="gold_patch_does_not_apply") from exc
     if settings.agent_kind == "null":
         return null(view=view, sandbox=box, settings=agent_settings, trajectory_path=traj_path)
     return run_agent(view=view, sandbox=box, endpoint=endpoint, settings=agent_settings,

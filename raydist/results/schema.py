@@ -2,9 +2,10 @@
 row per command an agent ran).
 
 Units: seconds for times, tokens for token counts, US dollars for cost (0 for local models).
-``error_kind`` separates an ``infrastructure`` failure (Docker, image build, model server:
-the unit runs again on resume) from an ``input`` problem (a patch that does not apply, an
-instance that cannot be built from its recipe: recorded, not retried) and from no error.
+``outcome`` is the one taxonomy of ``raydist.outcomes`` (resolved, unresolved, input_error,
+infrastructure_error, bug); ``error`` holds the message of an error outcome (a bug's with its
+traceback) and, for a finished unit, what stopped it short (a model error, a patch that does
+not apply, a test timeout).
 """
 
 from __future__ import annotations
@@ -80,7 +81,6 @@ RUNS_SCHEMA = pa.schema(
         pa.field("test_infra_changed", pa.string()),
         pa.field("trajectory", pa.string()),
         pa.field("error", pa.string()),
-        pa.field("error_kind", pa.string()),
         pa.field("finished_at", pa.string()),
     ]
 )

@@ -1,7 +1,7 @@
 """Durable result rows and the tables compiled from them.
 
-Each finished unit's row is written at once as ``rows/<key>.parquet`` through a temporary
-file and an atomic rename, so a driver killed at any moment leaves either the whole row or
+Each finished unit's row is written at once as ``rows/<key>.parquet`` through a uniquely
+named temporary file and an atomic rename (every file here is written that way), so a driver killed at any moment leaves either the whole row or
 nothing; one file per key means a re-run can never duplicate a row. The unit's step records
 travel in the row dict under ``step_records`` and go to ``steps/<key>.parquet`` the same
 way, before the row, so a row on disk always has its steps beside it. ``compile`` gathers
@@ -10,14 +10,18 @@ the rows of a plan into ``runs.parquet``, ``steps.parquet`` and ``preds.jsonl``.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Mapping
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from raydist.outcomes import OUTCOMES, retryable
 from raydist.results.schema import RUNS_SCHEMA, STEPS_SCHEMA, normalise_row, step_rows
 
 
@@ -67,15 +71,16 @@ class ResultStore:
             return None
 
     def finished_keys(self, keys: Iterable[str], *, retry_errors: bool) -> set[str]:
-        """Keys among ``keys`` that need no run: a row exists, its steps (if any) can be read
-        and, with ``retry_errors``, it records an agent outcome rather than an infrastructure
-        error."""
+        """Keys among ``keys`` that need no run: a row with an ``outcome`` exists, its steps
+        (if any) can be read and, with ``retry_errors``, its outcome is not an
+        ``infrastructure_error`` (``raydist.outcomes.retryable``). Input errors and bugs stay:
+        rerunning would fail the same way."""
         done = set()
         for key in keys:
             row = self.read_row(key)
-            if row is None or self.read_steps(key) is None:
+            if row is None or row.get("outcome") not in OUTCOMES or self.read_steps(key) is None:
                 continue
-            if retry_errors and row.get("error_kind") == "infrastructure":
+            if retry_errors and retryable(row["outcome"]):
                 continue
             done.add(key)
         return done
@@ -123,7 +128,7 @@ class ResultStore:
             }
             for r in rows
         ]
-        _atomic_write_text(self.run_dir / "preds.jsonl", "".join(json.dumps(p) + "\n" for p in preds))
+        atomic_write_text(self.run_dir / "preds.jsonl", "".join(json.dumps(p) + "\n" for p in preds))
         per_view: dict[tuple[str, int], list[dict]] = {}
         for p in preds:
             per_view.setdefault((p["level"], p["seed"]), []).append(
@@ -132,32 +137,83 @@ class ResultStore:
         folder = self.run_dir / "preds"
         folder.mkdir(exist_ok=True)
         for (level, seed), items in per_view.items():
-            _atomic_write_text(folder / f"{level}.s{seed}.jsonl", "".join(json.dumps(p) + "\n" for p in items))
+            atomic_write_text(folder / f"{level}.s{seed}.jsonl", "".join(json.dumps(p) + "\n" for p in items))
         return table
 
 
 def _durable_write(table: pa.Table, final: Path, what: str) -> Path:
     """Write ``table`` to ``final`` through an fsynced temporary file and an atomic rename."""
-    tmp = final.with_suffix(f".tmp{os.getpid()}")
     try:
-        with open(tmp, "wb") as fh:
+        with _temporary_beside(final) as (fh, tmp):
             pq.write_table(table, fh)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, final)
+            os.replace(tmp, final)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise OSError(exc.errno, f"could not write {what} {final}: {exc.strerror}") from exc
     return final
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+@contextmanager
+def _temporary_beside(path: Path):
+    """``(binary file, its path)``: a new temporary file in ``path``'s folder with a unique name
+    (``tempfile``), removed on the way out unless it was renamed, so two writers never share
+    one and a failed write leaves nothing."""
+    handle = tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False)
+    tmp = Path(handle.name)
+    try:
+        os.fchmod(handle.fileno(), 0o644)  # as a plain open() would: mkstemp's 0600 hides results from readers
+        with handle:
+            yield handle, tmp
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Replace ``path`` by ``text`` (UTF-8) at once: readers see the old file or the new one,
+    never a part (unique temporary name, then ``os.replace``)."""
+    with _temporary_beside(Path(path)) as (fh, tmp):
+        fh.write(text.encode("utf-8"))
+        fh.flush()
+        os.replace(tmp, path)
 
 
 def _atomic_write_parquet(table: pa.Table, path: Path) -> None:
-    tmp = path.with_suffix(".parquet.tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
+    with _temporary_beside(path) as (fh, tmp):
+        pq.write_table(table, fh)
+        fh.flush()
+        os.replace(tmp, path)
+
+
+class RunDirBusy(RuntimeError):
+    """Another launch holds the run directory's lock."""
+
+
+LOCK_NAME = ".launch.lock"
+
+
+@contextmanager
+def run_dir_lock(run_dir: str | Path):
+    """Hold the lock of ``run_dir`` (``fcntl.flock`` on ``<run_dir>/.launch.lock``) for the
+    duration of the ``with`` block: one launch at a time writes a run directory. The lock
+    file holds the holder's pid; the kernel releases the lock when the process ends, however
+    it ends (kill -9 included), so a stale file never blocks a later launch.
+
+    Raises ``RunDirBusy`` at once (no waiting) when another process holds it, naming the run
+    directory and the holder's pid."""
+    folder = Path(run_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / LOCK_NAME
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            raise RunDirBusy(f"run directory {folder} is in use by another launch (pid {holder}); wait for it "
+                             f"to finish, or choose another output_root") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield path
+    finally:
+        os.close(fd)  # releases the lock

@@ -1,4 +1,5 @@
-"""The run summary: resolved rate per model x agent x level, with mean steps and tokens, then
+"""The run summary: resolved rate per model x agent x level over the finished units, with mean
+steps and tokens, the units that ended in an error counted apart (by outcome and cause), then
 the action mix and the leak audit.
 
 Metrics follow SchrodingerRepo §V-B: Pass@1 (here the resolved rate of single runs,
@@ -11,6 +12,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from raydist.outcomes import BUG, ERRORS, FINISHED, INFRASTRUCTURE_ERROR, INPUT_ERROR, RESOLVED
 from raydist.results.schema import RUNS_SCHEMA
 
 # The action taxonomy's categories in the schema's column order (§IV RQ2's navigate, search, read,
@@ -19,63 +21,83 @@ CATEGORIES = tuple(f.name.removeprefix("actions_") for f in RUNS_SCHEMA if f.nam
 
 
 def summarise(table: pa.Table) -> list[dict]:
-    """One dict per (model, agent, level): ``units, resolved, resolved_rate, mean_steps,
-    mean_input_tokens, mean_output_tokens, cost, errors``, sorted by model, agent, level."""
-    if table.num_rows == 0:
-        return []
-    errors = pa.array([e is not None for e in table.column("error").to_pylist()])
-    t = table.append_column("has_error", errors)
-    grouped = t.group_by(["model", "agent", "level"]).aggregate(
-        [
-            ("key", "count"),
-            ("resolved", "sum"),
-            ("steps", "mean"),
-            ("input_tokens", "mean"),
-            ("output_tokens", "mean"),
-            ("cost", "sum"),
-            ("has_error", "sum"),
-        ]
-    )
+    """One dict per (model, agent, level), sorted by model, agent, level: ``units`` (rows),
+    ``finished`` (outcome ``resolved`` or ``unresolved``), ``resolved``, and over the finished
+    units only ``resolved_rate`` (resolved / finished; 0.0 when none finished),
+    ``mean_steps``, ``mean_input_tokens``, ``mean_output_tokens`` and ``cost`` (USD, summed);
+    then the error outcomes counted apart: ``input_error``, ``infrastructure_error``, ``bug``.
+
+    A unit that ended in an error has no result: counting it as unresolved would lower the
+    rate for a broken machine, and its steps would enter the means (raydist.outcomes)."""
+    groups: dict[tuple, list[dict]] = {}
+    for row in table.select(["model", "agent", "level", "outcome", "steps", "input_tokens", "output_tokens",
+                             "cost"]).to_pylist():
+        groups.setdefault((row["model"], row["agent"], row["level"]), []).append(row)
     out = []
-    for r in grouped.to_pylist():
-        units = r["key_count"]
-        resolved = int(r["resolved_sum"] or 0)
-        out.append(
-            {
-                "model": r["model"],
-                "agent": r["agent"],
-                "level": r["level"],
-                "units": units,
-                "resolved": resolved,
-                "resolved_rate": resolved / units if units else 0.0,
-                "mean_steps": r["steps_mean"] or 0.0,
-                "mean_input_tokens": r["input_tokens_mean"] or 0.0,
-                "mean_output_tokens": r["output_tokens_mean"] or 0.0,
-                "cost": r["cost_sum"] or 0.0,
-                "errors": int(r["has_error_sum"] or 0),
-            }
-        )
-    return sorted(out, key=lambda r: (r["model"], r["agent"], r["level"]))
+    for (model, agent, level), rows in sorted(groups.items()):
+        done = [r for r in rows if r["outcome"] in FINISHED]
+        resolved = sum(r["outcome"] == RESOLVED for r in done)
+        out.append({
+            "model": model, "agent": agent, "level": level, "units": len(rows), "finished": len(done),
+            "resolved": resolved, "resolved_rate": resolved / len(done) if done else 0.0,
+            "mean_steps": _mean(done, "steps"), "mean_input_tokens": _mean(done, "input_tokens"),
+            "mean_output_tokens": _mean(done, "output_tokens"), "cost": float(sum(r["cost"] or 0.0 for r in done)),
+            **{outcome: sum(r["outcome"] == outcome for r in rows) for outcome in ERRORS},
+        })
+    return out
 
 
-def to_markdown(rows: list[dict], *, title: str, planned: int, note: str = "") -> str:
-    """A Markdown report: a heading, the count of finished vs planned units, and the table."""
-    finished = sum(r["units"] for r in rows)
-    lines = [f"# {title}", "", f"{finished} of {planned} units finished.", ""]
+def _mean(rows: list[dict], column: str) -> float:
+    return sum(r[column] or 0 for r in rows) / len(rows) if rows else 0.0
+
+
+def error_counts(table: pa.Table) -> list[dict]:
+    """The units that ended in an error, counted by ``(outcome, error_cause)``:
+    ``[{"outcome", "error_cause", "units", "example"}]`` with ``example`` one such row's
+    ``instance_id level seed: first line of its error``; in ``ERRORS`` order, then by count
+    (descending) and cause."""
+    counts: dict[tuple[str, str], list] = {}
+    for row in table.select(["instance_id", "level", "seed", "outcome", "error_cause", "error"]).to_pylist():
+        if row["outcome"] in ERRORS:
+            entry = counts.setdefault((row["outcome"], row["error_cause"] or "unknown"), [0, row])
+            entry[0] += 1
+    out = []
+    for (outcome, cause), (n, row) in counts.items():
+        first = (row["error"] or "").strip().splitlines()[0][:300] if row["error"] else ""
+        out.append({"outcome": outcome, "error_cause": cause, "units": n,
+                    "example": f"{row['instance_id']} {row['level']} seed {row['seed']}: {first}"})
+    return sorted(out, key=lambda e: (ERRORS.index(e["outcome"]), -e["units"], e["error_cause"]))
+
+
+def to_markdown(rows: list[dict], *, title: str, planned: int, note: str = "", errors: list[dict] = ()) -> str:
+    """A Markdown report: a heading, the units with a result vs planned, the table (rates over
+    finished units; error outcomes in their own columns) and, when ``errors``
+    (``error_counts``) is not empty, the errors by outcome and cause."""
+    with_row = sum(r["units"] for r in rows)
+    finished = sum(r["finished"] for r in rows)
+    lines = [f"# {title}", "", f"{with_row} of {planned} units ran: {finished} finished (resolved or unresolved), "
+             f"{with_row - finished} ended in an error. Rates, means and cost are over finished units.", ""]
     if note:
         lines += [note, ""]
     lines += [
-        "| model | agent | level | units | resolved | resolved rate | mean steps "
-        "| mean input tokens | mean output tokens | cost (USD) | errors |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| model | agent | level | finished | resolved | resolved rate | mean steps "
+        "| mean input tokens | mean output tokens | cost (USD) | input errors | infrastructure errors | bugs |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['model']} | {r['agent']} | {r['level']} | {r['units']} | {r['resolved']} "
+            f"| {r['model']} | {r['agent']} | {r['level']} | {r['finished']} | {r['resolved']} "
             f"| {100 * r['resolved_rate']:.1f}% | {r['mean_steps']:.1f} "
             f"| {r['mean_input_tokens']:.0f} | {r['mean_output_tokens']:.0f} "
-            f"| {r['cost']:.4f} | {r['errors']} |"
+            f"| {r['cost']:.4f} | {r[INPUT_ERROR]} | {r[INFRASTRUCTURE_ERROR]} | {r[BUG]} |"
         )
+    if errors:
+        lines += ["", "## Errors (not in the rates)", "", "| outcome | cause | units | example |", "|---|---|---:|---|"]
+        lines += [f"| {e['outcome']} | {e['error_cause']} | {e['units']} | {e['example'].replace('|', '/')} |"
+                  for e in errors]
+        lines += ["", "infrastructure_error: retried with backoff within the launch, and again by the same "
+                      "command; input_error: the instance's, bug: raydist's (traceback in the `error` column); "
+                      "neither runs again."]
     return "\n".join(lines) + "\n"
 
 

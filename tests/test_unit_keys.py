@@ -1,0 +1,118 @@
+"""Unit keys cover everything that can change a result and nothing that cannot: the real
+config (Hydra compose of conf/config.yaml) through ``Job.from_config``, one setting changed at
+a time. A setting that changes a result and leaves the keys alone would reuse stale rows."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+import raydist.launch  # noqa: F401 - registers the config's resolvers
+from raydist.job import Job
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def weights(tmp_path_factory) -> Path:
+    """A stand-in model weights file (its bytes are what the key hashes, not its meaning)."""
+    path = tmp_path_factory.mktemp("weights") / "model.gguf"
+    path.write_bytes(b"GGUF" + bytes(range(256)) * 64)
+    return path
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory, weights) -> list[str]:
+    """The keys of the default settings (with the stand-in weights), computed once."""
+    return keys(tmp_path_factory.mktemp("base"), f"local_models.gemma3-270m.model_path={weights}")
+
+
+@pytest.fixture
+def prompts(tmp_path) -> Path:
+    folder = tmp_path / "prompts"
+    shutil.copytree(ROOT / "conf" / "prompts", folder)
+    return folder
+
+
+def keys(tmp_path: Path, *overrides: str, agent: str = "miniswe") -> list[str]:
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=[f"agent={agent}", "benchmark.limit=2", "levels=[L0,L3]",
+                                           f"cache_dir={tmp_path / 'cache'}", *overrides])
+    job = Job.from_config(cfg, run_dir=tmp_path / "run")
+    return [u.key for u in job.units]
+
+
+RESULT_SETTINGS = [
+    "agents.miniswe.step_limit=7",
+    "agents.miniswe.cost_limit=1.5",
+    "agents.miniswe.wall_time_limit_s=300",
+    "agents.miniswe.command_timeout_s=30",
+    "agents.miniswe.output_limit_chars=1000",
+    "agents.miniswe.max_tokens=256",
+    "agents.miniswe.temperature=0.7",
+    "agents.miniswe.grammar=false",
+    "sandbox.limits.cpus=2.0",
+    "sandbox.limits.memory=4g",
+    "sandbox.limits.pids=256",
+    "sandbox.network=bridge",
+    "sandbox.base_image=raydist-base:other",
+    "sandbox.grading_timeout_s=60",
+    "view.l3_files=all",
+    "local_models.gemma3-270m.command=[llama-server,--model,'{model_path}',--port,'{port}',--temp,'0.5']",
+    "local_models.gemma3-270m.grammar_server=vllm",
+]
+
+
+@pytest.mark.parametrize("setting", RESULT_SETTINGS)
+def test_a_setting_that_can_change_the_result_gives_every_unit_a_new_key(tmp_path, weights, base, setting):
+    changed = keys(tmp_path, f"local_models.gemma3-270m.model_path={weights}", setting)
+    assert len(changed) == len(base) == 4
+    assert set(changed).isdisjoint(base), setting
+
+
+@pytest.mark.parametrize("setting", [
+    "cluster.max_concurrency=1",
+    "cluster.cpus_per_unit=1.0",
+    "output_root=/tmp/elsewhere",
+    "+agents.miniswe.request_timeout_s=30",
+    "+agents.miniswe.model_retries=5",
+    "view.request_timeout_base_s=10",
+    "resume.max_attempts=5",
+    "gate=false",
+])
+def test_a_setting_that_cannot_change_the_result_keeps_every_key(tmp_path, weights, base, setting):
+    assert keys(tmp_path, f"local_models.gemma3-270m.model_path={weights}", setting) == base
+
+
+def test_the_cache_dir_is_no_part_of_the_key(tmp_path, weights, base):
+    other = tmp_path / "other"
+    other.mkdir()
+    assert keys(other, f"local_models.gemma3-270m.model_path={weights}") == base
+
+
+def test_changing_the_bytes_of_one_agent_prompt_file_gives_new_keys(tmp_path, weights, prompts):
+    args = (f"local_models.gemma3-270m.model_path={weights}", f"agents.miniswe.prompts_dir={prompts}")
+    base = keys(tmp_path, *args)
+    assert keys(tmp_path, *args) == base
+    observation = prompts / "observation.j2"
+    observation.write_text(observation.read_text() + "\nRemember: run the tests.\n")
+    assert set(keys(tmp_path, *args)).isdisjoint(base)
+
+
+def test_changing_the_model_weights_file_gives_new_keys(tmp_path):
+    weights = tmp_path / "own.gguf"
+    weights.write_bytes(b"GGUF" + bytes(range(256)) * 64)
+    arg = f"local_models.gemma3-270m.model_path={weights}"
+    base = keys(tmp_path, arg)
+    weights.write_bytes(weights.read_bytes()[::-1])  # same size, other bytes
+    assert set(keys(tmp_path, arg)).isdisjoint(base)
+
+
+def test_scripted_agents_keys_follow_the_sandbox_but_not_the_llm_agents_settings(tmp_path):
+    base = keys(tmp_path, agent="oracle")
+    assert keys(tmp_path, "agents.miniswe.step_limit=99", "model=openai/gpt-4o-mini", agent="oracle") == base
+    assert set(keys(tmp_path, "sandbox.grading_timeout_s=60", agent="oracle")).isdisjoint(base)
+    assert set(keys(tmp_path, "sandbox.limits.memory=4g", agent="oracle")).isdisjoint(base)
