@@ -130,7 +130,7 @@ def test_oracle_run_writes_its_steps_action_counts_and_leak_audit(tmp_path):
     steps = pq.read_table(tmp_path / "builtin" / "oracle" / "gemma3-270m" / "steps.parquet").to_pylist()
     assert [(s["key"], s["step"], s["category"], s["input_tokens"], s["leak_count"], s["memorised_names"])
             for s in steps] == [(row["key"], 1, "edit", 0, 0, "[]"), (row["key"], 2, "submit", 0, 0, "[]")]
-    assert "| - | oracle | L0 | 1 | 0.0 | 0.0 | 0.0 | 0.0 | 1.0 | 0.0 | 1.0 | 0.0 | 3 |" in res.stdout
+    assert "| - | oracle | L0 | 1 | 0.0 | 0.0 | 0.0 | 0.0 | 1.0 | 0.0 | 1.0 | 0.0 | 3 | 0 | 14 |" in res.stdout
 
 
 def test_unknown_model_name_is_a_clear_error_before_any_unit_runs(tmp_path):

@@ -214,15 +214,30 @@ def test_action_mix_gives_mean_commands_per_category_per_level_and_the_total_lea
     zero = {f"mean_{c}": 0.0 for c in ("navigate", "search", "read", "probe", "edit", "test", "submit", "other")}
     assert mix == [
         {"model": "gemma3-270m", "agent": "miniswe", "level": "L0", "units": 2,
-         **zero | {"mean_search": 1.0, "mean_read": 2.0, "mean_edit": 0.5, "mean_submit": 0.5}, "leaks": 2},
+         **zero | {"mean_search": 1.0, "mean_read": 2.0, "mean_edit": 0.5, "mean_submit": 0.5}, "leaks": 2,
+         "memorised": 0, "unmapped": 0},
         {"model": "gemma3-270m", "agent": "miniswe", "level": "L3", "units": 1,
-         **zero | {"mean_edit": 2.0, "mean_submit": 1.0}, "leaks": 0},
+         **zero | {"mean_edit": 2.0, "mean_submit": 1.0}, "leaks": 0, "memorised": 0, "unmapped": 0},
     ]
     md = action_mix_markdown(mix)
-    assert "| model | agent | level | units | navigate | search | read | probe | edit | test | submit | other | leaks |" in md
-    assert "| gemma3-270m | miniswe | L0 | 2 | 0.0 | 1.0 | 2.0 | 0.0 | 0.5 | 0.0 | 0.5 | 0.0 | 2 |" in md
-    assert "Leak audit (§III-F): 2 original repository names shown to the agent" in md
+    assert ("| model | agent | level | units | navigate | search | read | probe | edit | test | submit | other | leaks "
+            "| memorised | unmapped |") in md
+    assert "| gemma3-270m | miniswe | L0 | 2 | 0.0 | 1.0 | 2.0 | 0.0 | 0.5 | 0.0 | 0.5 | 0.0 | 2 | 0 | 0 |" in md
+    # No level here remaps names: the L0 tokens are the baseline, not a leak to call out.
+    assert "at levels that remap names" not in md and "the leaks column is the baseline" in md
     assert action_mix_markdown([]) == ""
+
+
+def test_the_exposure_audit_calls_out_a_name_shown_at_l2_and_not_the_l0_baseline():
+    row = {"model": "m", "agent": "miniswe", "units": 1, **{f"mean_{c}": 0.0 for c in
+           ("navigate", "search", "read", "probe", "edit", "test", "submit", "other")}}
+    md = action_mix_markdown([row | {"level": "L0", "leaks": 7, "memorised": 0, "unmapped": 14},
+                              row | {"level": "L1+L2", "leaks": 1, "memorised": 2, "unmapped": 1}])
+    assert ("Exposure audit (§III-F) at levels that remap names: 1 shown: see leaked_names in runs.parquet and "
+            "steps.parquet, and view_meta.audit for the names each view left unmapped and why; 2 hidden names "
+            "typed by agents before being shown (memorised_names).") in md
+    clean = action_mix_markdown([row | {"level": "full", "leaks": 0, "memorised": 0, "unmapped": 0}])
+    assert "at levels that remap names: none shown; 0 hidden names" in clean
 
 
 def test_redact_masks_credential_fields_and_secret_values():

@@ -101,37 +101,60 @@ def to_markdown(rows: list[dict], *, title: str, planned: int, note: str = "", e
     return "\n".join(lines) + "\n"
 
 
+def _hides_names(level: str) -> bool:
+    """Whether ``level`` remaps names (L2, alone, composed or in ``full``): only there is a
+    shown identity token a leak; elsewhere the exposure count is the level's baseline."""
+    return any(part in ("L2", "full") for part in level.split("+"))
+
+
 def action_mix(table: pa.Table) -> list[dict]:
     """One dict per (model, agent, level) of the units that ran an agent (``actions_*`` not
     null): ``model, agent, level, units``, ``mean_<category>`` (commands per unit, for each
-    taxonomy category of §IV RQ2, in ``CATEGORIES`` order) and ``leaks`` (the summed
-    ``leak_count``, §III-F). Sorted by model, agent, level; ``[]`` when no unit ran."""
+    taxonomy category of §IV RQ2, in ``CATEGORIES`` order), ``leaks`` (the summed
+    ``leak_count``: identity tokens shown, §III-F exposure audit), ``memorised`` (summed
+    ``memorised_count``: hidden names typed unseen) and ``unmapped`` (summed
+    ``unmapped_names``: identity tokens the views left visible). Sorted by model, agent,
+    level; ``[]`` when no unit ran."""
     ran = table.filter(pc.is_valid(table.column("actions_submit")))
     if ran.num_rows == 0:
         return []
     grouped = ran.group_by(["model", "agent", "level"]).aggregate(
-        [("key", "count"), ("leak_count", "sum"), *((f"actions_{c}", "mean") for c in CATEGORIES)]
+        [("key", "count"), ("leak_count", "sum"), ("memorised_count", "sum"), ("unmapped_names", "sum"),
+         *((f"actions_{c}", "mean") for c in CATEGORIES)]
     )
     out = [
         {"model": r["model"], "agent": r["agent"], "level": r["level"], "units": r["key_count"],
-         **{f"mean_{c}": r[f"actions_{c}_mean"] or 0.0 for c in CATEGORIES}, "leaks": int(r["leak_count_sum"] or 0)}
+         **{f"mean_{c}": r[f"actions_{c}_mean"] or 0.0 for c in CATEGORIES}, "leaks": int(r["leak_count_sum"] or 0),
+         "memorised": int(r["memorised_count_sum"] or 0), "unmapped": int(r["unmapped_names_sum"] or 0)}
         for r in grouped.to_pylist()
     ]
     return sorted(out, key=lambda r: (r["model"], r["agent"], r["level"]))
 
 
 def action_mix_markdown(rows: list[dict]) -> str:
-    """A Markdown section of ``action_mix`` rows (mean commands per category) and the total
-    leak count; ``""`` when there are no rows."""
+    """A Markdown section of ``action_mix`` rows (mean commands per category, the exposure
+    audit per level) and the audit's verdict: identity tokens shown at levels that remap
+    names (L2, ``full``) are leaks and are called out; at the other levels the count is the
+    baseline of what the agent sees. ``""`` when there are no rows."""
     if not rows:
         return ""
-    leaks = sum(r["leaks"] for r in rows)
-    lines = ["", "## Actions per unit (§IV RQ2)", "",
-             "| model | agent | level | units | " + " | ".join(CATEGORIES) + " | leaks |",
-             "|---|---|---|---:|" + "---:|" * len(CATEGORIES) + "---:|"]
+    lines = ["", "## Actions per unit (§IV RQ2) and exposure audit (§III-F)", "",
+             "| model | agent | level | units | " + " | ".join(CATEGORIES) + " | leaks | memorised | unmapped |",
+             "|---|---|---|---:|" + "---:|" * len(CATEGORIES) + "---:|---:|---:|"]
     for r in rows:
         means = " | ".join(f"{r[f'mean_{c}']:.1f}" for c in CATEGORIES)
-        lines.append(f"| {r['model']} | {r['agent']} | {r['level']} | {r['units']} | {means} | {r['leaks']} |")
-    lines += ["", f"Leak audit (§III-F): {leaks} original repository names shown to the agent"
-                  f"{'' if leaks == 0 else ', should be 0: see leak_count in steps.parquet'}.", ""]
-    return "\n".join(lines) + "\n"
+        lines.append(f"| {r['model']} | {r['agent']} | {r['level']} | {r['units']} | {means} | {r['leaks']} | "
+                     f"{r.get('memorised', 0)} | {r.get('unmapped', 0)} |")
+    hidden = [r for r in rows if _hides_names(r["level"])]
+    leaks = sum(r["leaks"] for r in hidden)
+    lines.append("")
+    if hidden:
+        verdict = ("none shown" if leaks == 0 else
+                   f"{leaks} shown: see leaked_names in runs.parquet and steps.parquet, and view_meta.audit "
+                   "for the names each view left unmapped and why")
+        lines.append(f"Exposure audit (§III-F) at levels that remap names: {verdict}; "
+                     f"{sum(r.get('memorised', 0) for r in hidden)} hidden names typed by agents before being shown "
+                     "(memorised_names).")
+    lines.append("At levels that keep names (L0, L1, L3, L4) the leaks column is the baseline: identity tokens "
+                 "the agent saw there.")
+    return "\n".join(lines) + "\n\n"
