@@ -349,6 +349,8 @@ def _simple_line_reason(pins: Pinning, body: Sequence[cst.BaseSmallStatement], s
             continue
         if isinstance(small, cst.Assign) and all(isinstance(t.target, cst.Name) for t in small.targets):
             reason = pins.impure_call([small.value], shadowed)
+        elif isinstance(small, cst.Expr):
+            reason = pins.impure_call([small.value], shadowed)
         elif isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
             annotation = None if pins.future_annotations else small.annotation
             reason = pins.impure_call([small.value, annotation], shadowed)
