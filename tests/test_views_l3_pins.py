@@ -172,12 +172,12 @@ SINGLEDISPATCH = Case(
 
 REGISTRY = Case(
     source='''
-    REGISTRY = []
-
-
     def register(f):
         REGISTRY.append(f.__name__)
         return f
+
+
+    REGISTRY = []
 
 
     def register_as(name):
