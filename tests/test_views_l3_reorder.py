@@ -114,7 +114,7 @@ def test_l3_level_reorders_only_patched_python_files(tmp_path):
     view = build_view(instance(), repo, "L3", 5)
     assert list(view.files) == ["pkg/m.py"]
     assert view.files["pkg/m.py"] == reorder_file(INDEPENDENT, "demo-1", "pkg/m.py", 5)
-    assert view.meta == {"l3_files": ["pkg/m.py"], "l3_reordered": ["pkg/m.py"], "l3_skipped": {}}
+    assert view.meta == {"l3_files": ["pkg/m.py"], "l3_reordered": ["pkg/m.py"], "l3_skipped": {}, "l3_pinned": {}}
     assert view.level == "L3" and view.problem_statement == "Fix it."
 
 
