@@ -18,11 +18,13 @@ pytestmark = [pytest.mark.docker, pytest.mark.ray]
 
 
 def _instances(tmp_path: Path) -> Path:
-    """A good built-in instance, the same with a gold patch whose context is not in the
-    repository, and the same with a test patch that modifies a file the repository lacks."""
+    """A good built-in instance, the same with a gold patch that modifies a file the repository
+    lacks (no method of SWE-bench's applies it, not even `patch --fuzz=5`, which does apply a
+    hunk whose context merely drifted), and the same with a test patch that modifies a file the
+    repository lacks."""
     lines = (ROOT / "raydist" / "tasks" / "builtin" / "instances.jsonl").read_text().splitlines()
     good = next(json.loads(line) for line in lines if "underscore-dashes" in line)
-    bad_gold = dict(good, instance_id="bad-gold", patch=good["patch"].replace("\n ", "\n #not-there ", 1))
+    bad_gold = dict(good, instance_id="bad-gold", patch=good["patch"].replace("inflection/__init__.py", "inflection/not_there.py"))
     bad_tests = dict(good, instance_id="bad-tests",  # modifies a test file the repository does not have
                      test_patch=good["test_patch"].replace("test_inflection.py", "test_not_there.py"))
     assert bad_gold["patch"] != good["patch"] and bad_tests["test_patch"] != good["test_patch"]
