@@ -28,7 +28,7 @@ from raydist.job import Job, JobError, run_job  # noqa: E402
 OmegaConf.register_new_resolver("agent_name", lambda a: "null" if a is None else str(a), replace=True)
 
 
-@hydra.main(config_path="../conf", config_name="config", version_base="1.3")
+@hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     """Build the job from the config and hand it on; user errors exit 2 with one clear line."""
     try:

@@ -1,4 +1,4 @@
-"""Prompt templates: the Jinja2 ``.j2`` files under ``conf/prompts/``, read, checked and rendered
+"""Prompt templates: the Jinja2 ``.j2`` files under ``raydist/conf/prompts/``, read, checked and rendered
 in one place.
 
 Each user of templates (the agent, L1, L4, DyCodeEval) keeps its own dataclass of template
@@ -16,20 +16,21 @@ from typing import Any
 
 import jinja2
 
-__all__ = ["DEFAULT_PROMPTS_DIR", "REPO_ROOT", "read_templates", "render", "resolve_prompts_dir"]
+__all__ = ["DEFAULT_PROMPTS_DIR", "PACKAGE_ROOT", "read_templates", "render", "resolve_prompts_dir"]
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-"""The raydist checkout (the folder holding ``raydist/`` and ``conf/``)."""
-DEFAULT_PROMPTS_DIR = REPO_ROOT / "conf" / "prompts"
+PACKAGE_ROOT = Path(__file__).resolve().parent
+"""The installed ``raydist`` package folder, which holds ``conf/`` (the Hydra configs and
+``conf/prompts/``), in a checkout and in an installed wheel alike."""
+DEFAULT_PROMPTS_DIR = PACKAGE_ROOT / "conf" / "prompts"
 """The shipped templates."""
 
 
 def resolve_prompts_dir(prompts_dir: str | Path) -> Path:
-    """``prompts_dir`` as an absolute folder: a relative path is taken from ``REPO_ROOT``, not
+    """``prompts_dir`` as an absolute folder: a relative path is taken from ``PACKAGE_ROOT``, not
     from the working directory, so ``conf/prompts`` names the shipped templates wherever a
     run starts (a Ray worker's working directory is not the checkout)."""
     folder = Path(prompts_dir)
-    return folder if folder.is_absolute() else REPO_ROOT / folder
+    return folder if folder.is_absolute() else PACKAGE_ROOT / folder
 
 
 def read_templates(prompts_dir: str | Path, stems: Mapping[str, str], what: str) -> dict[str, str]:

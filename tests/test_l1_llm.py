@@ -47,7 +47,7 @@ def complete(llama):
 def test_gemma_reconstruction_is_a_verified_paraphrase_or_the_canonical_statement(complete):
     original = statement()
     started = time.monotonic()
-    prompts = load_l1_prompts(ROOT / "conf" / "prompts")
+    prompts = load_l1_prompts(ROOT / "raydist" / "conf" / "prompts")
     result = reconstruct_statement(original, complete, attempts=2, seed=0, prompts=prompts,
                                    max_tokens=min(512, paraphrase_budget(original)))
     elapsed = time.monotonic() - started
@@ -78,7 +78,7 @@ def test_gemma_verifier_answer_follows_the_grammar(complete):
     rewrite = original.replace("reports the wrong width", "gives an incorrect width").replace(
         "Terminal layouts that contain these characters drift by one cell.",
         "Because of this, terminal layouts containing these characters are off by one cell.")
-    messages = load_l1_prompts(ROOT / "conf" / "prompts").messages("verify", statement=original, candidate=rewrite)
+    messages = load_l1_prompts(ROOT / "raydist" / "conf" / "prompts").messages("verify", statement=original, candidate=rewrite)
     started = time.monotonic()
     answer = complete(messages, seed=1, max_tokens=VERIFY_MAX_TOKENS, grammar=VERIFIER_GRAMMAR)
     print(f"\nGemma verifier, {time.monotonic() - started:.1f} s:\n{answer}")

@@ -44,7 +44,7 @@ from raydist.problems.agents import (
 from raydist.problems.generate import HUMAN_CHECK_COLUMNS, VARIANTS_SCHEMA
 
 ROOT = Path(__file__).resolve().parents[1]
-PROMPTS = load_dyc_prompts(ROOT / "conf" / "prompts")
+PROMPTS = load_dyc_prompts(ROOT / "raydist" / "conf" / "prompts")
 MODEL = "scripted/model"
 ROLE_MARKERS = {
     "scenario": "real-world scenarios",

@@ -64,16 +64,16 @@ def test_every_loader_fails_at_load_on_a_syntax_error(tmp_path, load):
 
 def test_a_relative_folder_is_the_checkouts_not_the_working_directorys(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert resolve_prompts_dir("conf/prompts") == ROOT / "conf" / "prompts" == DEFAULT_PROMPTS_DIR
+    assert resolve_prompts_dir("conf/prompts") == ROOT / "raydist" / "conf" / "prompts" == DEFAULT_PROMPTS_DIR
     assert resolve_prompts_dir(tmp_path) == tmp_path
-    shipped = (ROOT / "conf" / "prompts" / "l4_retry.j2").read_text()
+    shipped = (ROOT / "raydist" / "conf" / "prompts" / "l4_retry.j2").read_text()
     assert read_templates("conf/prompts", {"retry": "l4_retry"}, "L4") == {"retry": shipped}
 
 
 @pytest.mark.parametrize("load", [load_prompts, load_l1_prompts, load_l4_prompts, load_dyc_prompts])
 def test_every_loader_reads_the_shipped_templates_from_a_relative_folder(tmp_path, monkeypatch, load):
     monkeypatch.chdir(tmp_path)
-    assert load("conf/prompts") == load(ROOT / "conf" / "prompts")
+    assert load("conf/prompts") == load(ROOT / "raydist" / "conf" / "prompts")
 
 
 REFINE = {"statement": "It breaks.\n\nSee `x`.", "candidate": "C", "missing": ["'Valid ids'", "a\nb"],
@@ -82,15 +82,15 @@ CONTEXT = {"prompt": "def f(a, b):\n    pass\n", "param_types": {"a": "int", "b"
 
 
 def test_l1_renders_byte_for_byte_as_a_plain_jinja2_environment():
-    text = (ROOT / "conf" / "prompts" / "l1_refine.j2").read_text()
+    text = (ROOT / "raydist" / "conf" / "prompts" / "l1_refine.j2").read_text()
     direct = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False).from_string(text).render(**REFINE)
     assert render(text, REFINE) == direct
-    system, user = load_l1_prompts(ROOT / "conf" / "prompts").messages("refine", **REFINE)
+    system, user = load_l1_prompts(ROOT / "raydist" / "conf" / "prompts").messages("refine", **REFINE)
     assert user == {"role": "user", "content": direct.strip()}
 
 
 def test_dycodeeval_renders_byte_for_byte_with_trimmed_blocks():
-    text = (ROOT / "conf" / "prompts" / "dyc_context.j2").read_text()
+    text = (ROOT / "raydist" / "conf" / "prompts" / "dyc_context.j2").read_text()
     direct = jinja2.Environment(undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                                 autoescape=False).from_string(text).render(**CONTEXT)
     assert render(text, CONTEXT, trim_blocks=True, lstrip_blocks=True) == direct

@@ -33,12 +33,12 @@ def base(tmp_path_factory, weights) -> list[str]:
 @pytest.fixture
 def prompts(tmp_path) -> Path:
     folder = tmp_path / "prompts"
-    shutil.copytree(ROOT / "conf" / "prompts", folder)
+    shutil.copytree(ROOT / "raydist" / "conf" / "prompts", folder)
     return folder
 
 
 def keys(tmp_path: Path, *overrides: str, agent: str = "miniswe") -> list[str]:
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(ROOT / "raydist" / "conf"), version_base="1.3"):
         cfg = compose("config", overrides=[f"agent={agent}", "benchmark.limit=2", "levels=[L0,L3]",
                                            f"cache_dir={tmp_path / 'cache'}", *overrides])
     job = Job.from_config(cfg, run_dir=tmp_path / "run")

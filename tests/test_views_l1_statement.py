@@ -298,7 +298,7 @@ def test_paraphrase_budget_is_one_and_a_half_statement_lengths_capped():
 
 
 def test_the_shipped_prompts_load_and_render_every_variable():
-    prompts = load_l1_prompts(ROOT / "conf" / "prompts")
+    prompts = load_l1_prompts(ROOT / "raydist" / "conf" / "prompts")
     paraphrase = prompts.messages("paraphrase", statement=HUMANIZE)[1]["content"]
     assert HUMANIZE in paraphrase
     for rule in ("different words and with a different structure", "verbatim", "every requirement",
@@ -323,7 +323,7 @@ def test_missing_template_names_the_file_and_the_folder(tmp_path):
 
 # --- a small model's copies are rejected before any verifier is asked ----------------------
 
-REAL_PROMPTS = load_l1_prompts(ROOT / "conf" / "prompts")
+REAL_PROMPTS = load_l1_prompts(ROOT / "raydist" / "conf" / "prompts")
 
 
 def test_an_answer_that_copies_the_refine_request_is_rejected_whatever_the_verifier_says():

@@ -189,7 +189,7 @@ def _check_models(cfg: DictConfig, models: list[tuple[str, str]]) -> None:
                 f"<served name> +local_models.{model}.api_base=http://host:port/v1") from None
 
 
-@hydra.main(config_path="../../conf", config_name="problems", version_base="1.3")
+@hydra.main(config_path="../conf", config_name="problems", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     """Build the job and run it; user errors exit 2 with one clear line."""
     import logging
