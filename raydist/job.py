@@ -14,8 +14,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from raydist.cluster.plan import (SCRIPTED_AGENTS, RunUnit, build_plan, expand_levels, file_sha256, stable_hash,
-                                  unit_config_hash)
+from raydist._util.hashing import file_sha256, stable_hash
+from raydist.cluster.plan import SCRIPTED_AGENTS, RunUnit, build_plan, expand_levels, unit_config_hash
 from raydist.cluster.prepare import with_preparation
 from raydist.cluster.runner import RayOptions, raise_interrupt
 from raydist.cluster.unit import UnitSettings

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from raydist.cluster.plan import stable_hash
+from raydist._util.hashing import stable_hash
 from raydist.models import ModelUnreachable
 from raydist.problems import (
     LLMCallFailed,

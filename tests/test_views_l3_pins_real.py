@@ -9,17 +9,14 @@ from __future__ import annotations
 
 import ast
 import random
-import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
-from raydist.views import RepoFiles, ViewOptions, build_view
 from raydist.views.l3_reorder import pinned_definitions, reorder_source
 
 SDIST_CACHE = Path(tempfile.gettempdir()) / "raydist-test-sdists"

@@ -20,7 +20,6 @@ Differences from `LitellmTextbasedModel`, each for one reason:
 
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import partial
 
 from minisweagent.models.litellm_textbased_model import LitellmTextbasedModel

@@ -11,21 +11,12 @@ stale row is never mistaken for a result of the new configuration.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
+
+from raydist._util.hashing import stable_hash
 
 SCRIPTED_AGENTS = ("oracle", "null")
-
-
-def stable_hash(value: Any, length: int = 16) -> str:
-    """Hex digest (``length`` chars) of the canonical JSON of ``value`` (sorted keys)."""
-    blob = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:length]
 
 
 @dataclass(frozen=True)
@@ -90,45 +81,6 @@ def unit_config_hash(agent: str, agent_settings: Mapping, view_options: Mapping,
     view = {name: value for name, value in view_options.items() if name not in TIMING_OPTIONS}
     settings = {name: value for name, value in agent_settings.items() if name not in KEYLESS_AGENT_SETTINGS}
     return stable_hash({"agent": agent, "settings": settings, "view": view, "environment": dict(environment or {})})
-
-
-def file_sha256(path: str | Path, *, cache: str | Path | None = None) -> str:
-    """Hex sha256 of the bytes of file ``path``.
-
-    With ``cache`` (a JSON file), the digest is kept there under the file's resolved path,
-    size and mtime (ns), so a multi-gigabyte model file is read once, not at every launch;
-    any change of size or mtime reads it again. Raises ``FileNotFoundError`` for a missing file."""
-    path = Path(path)
-    stat = path.stat()
-    mark = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
-    known: dict = {}
-    if cache is not None:
-        try:
-            known = json.loads(Path(cache).read_text())
-        except (OSError, ValueError):
-            known = {}
-        if isinstance(known.get(mark), str):
-            return known[mark]
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    value = digest.hexdigest()
-    if cache is not None:
-        _store_digest(Path(cache), {**known, mark: value})
-    return value
-
-
-def _store_digest(cache: Path, known: dict) -> None:
-    """Best effort: a cache that cannot be written only costs a re-hash next time."""
-    try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=cache.parent, prefix=f".{cache.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w") as handle:
-            json.dump(known, handle, sort_keys=True)
-        os.replace(tmp, cache)
-    except OSError:
-        pass
 
 
 def build_plan(

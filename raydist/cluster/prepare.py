@@ -21,18 +21,16 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from raydist.cluster.plan import stable_hash
+from raydist._util.hashing import stable_hash
+from raydist._util.protocols import Complete
 from raydist.outcomes import InfrastructureError
 from raydist.prompts import resolve_prompts_dir
 from raydist.views.base import Prepared, RepoFiles, ViewOptions, levels_needing
-
-#: ``(messages, *, seed, max_tokens, grammar) -> text``: one LLM call (raydist.models.completion).
-Complete = Callable[..., str]
 
 
 #: Part of every cache key, per kind: raise one when a change makes that kind's records wrong.

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from raydist.cluster.prepare import Complete, PreparationError
+from raydist._util.protocols import Complete
+from raydist.cluster.prepare import PreparationError
 from raydist.views.base import RepoFiles, ViewOptions
 
 #: ``(files) -> (passed, feedback)``: runs the instance's tests with ``files`` (path -> text in

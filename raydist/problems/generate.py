@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from raydist.cluster.plan import stable_hash
+from raydist._util.hashing import stable_hash
 from raydist.problems.agents import DycPrompts, Rejected, generate_contexts, rewrite_prompt, validate
 from raydist.problems.llm import LLM, LLMCallFailed
 from raydist.problems.seeds import Problem

@@ -17,22 +17,15 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-from raydist.cluster.plan import stable_hash
+from raydist._util.hashing import stable_hash
 from raydist.models.completion import EmptyCompletion
+from raydist._util.protocols import Complete
 
 __all__ = ["LLM", "Complete", "LLMCallFailed", "RecordedLLM"]
 
 REQUEST_HASH_CHARS = 24
 
 
-class Complete(Protocol):
-    """``complete(messages, *, seed, max_tokens, grammar=None) -> str``; raises on failure.
-
-    ``raydist.models.litellm_complete`` builds one (retrying transient errors itself); it may
-    carry ``.usage`` (running ``input_tokens`` / ``output_tokens`` totals) and ``.temperature``.
-    """
-
-    def __call__(self, messages: list[dict], *, seed: int, max_tokens: int, grammar: str | None = None) -> str: ...
 
 
 class LLM(Protocol):

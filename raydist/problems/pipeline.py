@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from raydist.cluster.plan import stable_hash
+from raydist._util.hashing import stable_hash
 
 
 @dataclass

@@ -26,10 +26,11 @@ import math
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from raydist.prompts import read_templates, render
 from raydist.views.l1_spans import missing_spans, normalise, protected_spans
+from raydist._util.protocols import Complete
 
 __all__ = [
     "ASPECTS",
@@ -69,10 +70,6 @@ PROMPT_FILES = ("l1_paraphrase", "l1_refine", "l1_verify")
 SYSTEM_LINE = "You are a precise technical editor of software issue reports. Follow the instructions exactly."
 
 
-class Complete(Protocol):
-    """The one way to a model: chat ``messages`` in, the answer's text out; raises on failure."""
-
-    def __call__(self, messages: list[dict], *, seed: int, max_tokens: int, grammar: str | None = None) -> str: ...
 
 
 @dataclass(frozen=True)
