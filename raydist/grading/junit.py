@@ -17,8 +17,9 @@ Defences, in the order a result must pass them:
    early) leaves it empty. Both grade as not resolved.
 2. The XML is cross-checked: the ``<testsuite>`` counters must equal its ``<testcase>``
    children, pytest's exit status (read by Docker, not printed) must be 0 iff no testcase
-   failed or errored and be 0 or 1, every FAIL_TO_PASS / PASS_TO_PASS id must appear, and
-   none may appear twice. Any mismatch: not resolved, with the reason in ``error``.
+   failed or errored and be 0 or 1, and no FAIL_TO_PASS / PASS_TO_PASS id may appear twice.
+   Any mismatch: not resolved, with the reason in ``error``. An id that does not appear is
+   ``MISSING``, which never passes (as in SWE-bench), and the row counts them.
 3. Test infrastructure the patch changed (``raydist.grading.infra``) is put back before
    the run, so a ``conftest.py`` that rewrites reports or exits early is not loaded, nor a
    ``*.dist-info`` in ``/testbed`` that registers a ``pytest11`` plugin.
