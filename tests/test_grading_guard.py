@@ -16,7 +16,9 @@ from raydist.grading.junit import parse_junit
 
 TESTS = ("import pytest\nimport pkg\n\ndef test_ok():\n    assert pkg.X == 1\n\ndef test_bad():\n    assert pkg.X == 2\n\n"
          "@pytest.mark.xfail\ndef test_xf():\n    assert 0\n\ndef test_skip():\n    pytest.skip('no')\n\n"
-         "@pytest.mark.parametrize('v', ['a/b', 'c d'])\ndef test_p(v):\n    pass\n")
+         "@pytest.mark.parametrize('v', ['a/b', 'c d'])\ndef test_p(v):\n    pass\n\n"
+         "import unittest\n\nclass T(unittest.TestCase):\n    def test_u_ok(self):\n        pass\n\n"
+         "    def test_u_bad(self):\n        self.assertEqual(1, 2)\n")
 CLEAN_RECORD = {
     "tests.test_a::test_ok": {"setup": "passed", "call": "passed", "teardown": "passed"},
     "tests.test_a::test_bad": {"setup": "passed", "call": "raised", "teardown": "passed"},
@@ -24,6 +26,8 @@ CLEAN_RECORD = {
     "tests.test_a::test_skip": {"setup": "passed", "call": "skipped", "teardown": "passed"},
     "tests.test_a::test_p[a/b]": {"setup": "passed", "call": "passed", "teardown": "passed"},
     "tests.test_a::test_p[c d]": {"setup": "passed", "call": "passed", "teardown": "passed"},
+    "tests.test_a.T::test_u_ok": {"setup": "passed", "call": "passed", "teardown": "passed"},
+    "tests.test_a.T::test_u_bad": {"setup": "passed", "call": "raised", "teardown": "passed"},
 }
 # Package code that rewrites pytest's reporting when the tests import it.
 ATTACKS = {
@@ -93,6 +97,27 @@ def test_package_code_a_conftest_imports_is_caught_before_configure_ends(tmp_pat
     _, data = run_guarded(tmp_path, ATTACKS["runner_function"], {"tests/conftest.py": "import pkg  # noqa\n"})
     assert parse_guard(data).tampered[0] == (
         f"configure: _pytest.runner.call_and_report replaced by code of {tmp_path / 'repo' / 'pkg' / '__init__.py'}")
+
+
+def test_a_plugin_of_the_repository_declared_by_a_test_module_is_caught(tmp_path):
+    forger = ("import pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+              "    out = yield\n    out.get_result().outcome = 'passed'\n")
+    _, data = run_guarded(tmp_path, "", {"tests/forger.py": forger, "tests/test_b.py": "pytest_plugins = ['tests.forger']\n"})
+    repo = tmp_path / "repo"
+    assert parse_guard(data).tampered == (
+        f"a pytest plugin of the repository ({repo / 'tests' / 'forger.py'}) was declared by {repo / 'tests' / 'test_b.py'}",)
+
+
+def test_a_wrapper_that_clears_the_exception_before_the_report_is_made_is_seen(tmp_path):
+    # A conftest is put back before grading; here it stands for any plugin the guard trusts.
+    clears = ("import pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+              "    call.excinfo = None\n    yield\n")
+    xml, data = run_guarded(tmp_path, "", {"tests/conftest.py": clears})
+    report, record = parse_junit(xml), parse_guard(data)
+    assert (report.statuses["tests.test_a::test_bad"], record.tampered) == ("PASSED", ())
+    assert check_guard(report.statuses, record) == (
+        "the junit report says tests.test_a::test_bad PASSED but the guard saw "
+        "{'setup': 'passed', 'call': 'raised', 'teardown': 'passed'}")
 
 
 def test_an_installed_plugin_that_patches_pytest_is_not_tampering(tmp_path):

@@ -240,9 +240,8 @@ _XFAIL = tuple(e for e in (getattr(getattr(pytest, "xfail", None), "Exception", 
 _PREFIX = {}
 
 
-def _kind(item, call):
+def _kind(item, excinfo):
     import unittest
-    excinfo = call.excinfo
     if excinfo is None:
         return "passed"
     value = excinfo.value
@@ -256,8 +255,26 @@ def _kind(item, call):
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item, call):
+    # Read before and after every other implementation ran: an inner wrapper may clear
+    # call.excinfo, and a unittest item's failure reaches call.excinfo only inside the hook.
+    pending = getattr(item, "_excinfo", None)
+    before = _kind(item, call.excinfo or (pending[0] if pending else None))
     yield
-    _tests.setdefault(_junit_key(item), {})[call.when] = _kind(item, call)
+    after = _kind(item, call.excinfo)
+    _tests.setdefault(_junit_key(item), {})[call.when] = "raised" if "raised" in (before, after) else after
+
+
+def _declaring_module():
+    """The file of the module whose ``pytest_plugins`` is being loaded, when it is repository
+    code (a test module, not a conftest), else None."""
+    frame = _getframe(2)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "consider_module" and code.co_filename.startswith(_TRUSTED_DIRS):
+            path = getattr(frame.f_locals.get("mod"), "__file__", None)
+            return path if path and _untrusted(path) else None
+        frame = frame.f_back
+    return None
 
 
 def pytest_plugin_registered(plugin, manager):
@@ -266,6 +283,10 @@ def pytest_plugin_registered(plugin, manager):
         _tamper("a pytest plugin (%r) was registered by %s" % (plugin, where))
         return
     path = getattr(plugin, "__file__", None)
+    declared = _declaring_module() if path and _untrusted(path) else None
+    if declared:
+        _tamper("a pytest plugin of the repository (%s) was declared by %s" % (path, declared))
+        return
     if isinstance(plugin, types.ModuleType) and path:
         _trusted_files.add(path)
         _trusted_files.add(_abspath(path))
