@@ -3,8 +3,9 @@
 This file is not imported by raydist: ``raydist.grading.guard.guard_source`` fills in the
 two placeholders below and the grading container loads the result with ``-p`` from a
 root-owned directory the test user cannot write. It runs inside the test process, under
-whatever Python and pytest the instance image has (Python 3.5+, pytest 3.6+), so it uses
-neither f-strings nor annotations and reaches pytest's internals defensively.
+whatever Python and pytest the instance image has, so it uses neither f-strings nor
+annotations (Python 3.5 syntax) and reaches pytest's and pluggy's internals defensively; it is
+exercised with pytest 6.2 / pluggy 0.13, pytest 8.3 and pytest 9.2 / pluggy 1.7.
 
 What it does:
 

@@ -14,6 +14,11 @@ A run grades only if the record arrived, names no tampering, and agrees with the
 test the guard saw is in the XML, and every PASSED / SKIPPED / XFAIL testcase of the XML is
 one the guard saw pass / skip / xfail. Anything else is the patch's doing (the guard's
 channel is out of the test user's reach): not resolved, ``error_cause="reporting_tampered"``.
+
+Limits: tests run in other processes (``pytest -n`` with pytest-xdist) make no record in the
+guard's process, so their PASSED testcases are refused; no instance's test command uses it.
+A module named in a restored conftest's ``pytest_plugins`` is trusted as the conftest is,
+though the patch may have changed it.
 """
 from __future__ import annotations
 
