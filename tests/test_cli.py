@@ -118,3 +118,10 @@ def test_hydra_error_status_passes_through(tmp_path):
     out = _cli("config", "show", "benchmark=no_such_benchmark", cwd=tmp_path)
     assert (direct.returncode, out.returncode) == (1, 1)
     assert "Could not find 'benchmark/no_such_benchmark'" in out.stderr
+
+
+@pytest.mark.slow
+def test_configuration_error_status_2_passes_through(tmp_path):
+    out = _cli("run", "agent=oracle", "levels=[L9]", f"output_root={tmp_path / 'runs'}", cwd=tmp_path)
+    assert out.returncode == 2
+    assert out.stderr.startswith("raydist: error: levels: unknown level 'L9' in 'L9'; implemented levels are ")
