@@ -17,7 +17,7 @@ PY = sys.executable
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run([PY, "-m", "raydist.cli", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=300)
+                          timeout=300, check=False)
 
 
 def test_run_passes_overrides_and_hydra_flags_in_order():
@@ -114,7 +114,7 @@ def test_config_show_of_the_problems_job(tmp_path):
 @pytest.mark.slow
 def test_hydra_error_status_passes_through(tmp_path):
     direct = subprocess.run([PY, "-m", "raydist.launch", "benchmark=no_such_benchmark", "--cfg", "job"], cwd=tmp_path,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300)
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300, check=False)
     out = _cli("config", "show", "benchmark=no_such_benchmark", cwd=tmp_path)
     assert (direct.returncode, out.returncode) == (1, 1)
     assert "Could not find 'benchmark/no_such_benchmark'" in out.stderr
