@@ -59,7 +59,7 @@ class _Section(BaseModel):
 class Generation(_Section):
     """The variant generator: DyCodeEval's four agents (§3.2) on one LLM."""
 
-    model: str = "gemma3-270m"
+    model: str = Field("gemma3-270m", json_schema_extra={"give": "give a model name"})
     """The LLM behind the four agents: a ``local_models`` entry or any litellm model name."""
     variants_per_seed: int = _whole(2, 1)
     """Variants per seed problem (generation seeds 0..N-1); §4.1 uses many more with a large model."""
