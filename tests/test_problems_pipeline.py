@@ -274,10 +274,9 @@ def test_a_failing_job_of_a_multirun_sweep_does_not_stop_the_next(tmp_path):
     # each job has its own run directory, named by the settings it was given
     base = tmp_path / "problems" / "humaneval" / "scripted"
     names = sorted(p.name for p in base.iterdir() if (p / "settings.json").is_file())
-    # a key given twice counts with its last value (as Hydra applies it); paths and endpoints name nothing
-    head = ("generation.variants_per_seed=2,generation.scenarios=3,evaluation.n=2,analysis.human_check=3,"
-            "evaluation.models=__,benchmark.ids=_HumanEval_")
-    assert names == [f"{head}0_", f"{head}2_"]
+    # the swept value replaces the command's own ids; paths, endpoints and the generator name nothing
+    tail = "generation.variants_per_seed=2,generation.scenarios=3,evaluation.n=2,evaluation.models=_,analysis.human_check=3"
+    assert names == [f"benchmark.ids=_HumanEval_0_,{tail}", f"benchmark.ids=_HumanEval_2_,{tail}"]
     assert res.stderr.strip().splitlines()[-1] == (
         f"raydist: 2 of 2 jobs failed: {base / names[0]} (exit 1), {base / names[1]} (exit 1)")
 
