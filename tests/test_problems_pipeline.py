@@ -240,7 +240,13 @@ def test_sigterm_stops_the_launch_keeps_finished_items_and_the_same_command_resu
     ("evaluation.k=[]", "evaluation.k=[]: give the k of pass@k and DyPass@k"),
     ("evaluation.n=true", "evaluation.n=True: give a whole number of at least 1"),
     ("evaluation.temperature=abc", "evaluation.temperature='abc': give a number of at least 0"),
-    ("execution.cpu_seconds=0", "execution: ExecLimits.cpu_seconds must be a positive whole number, got 0"),
+    ("execution.cpu_seconds=0", "execution.cpu_seconds=0: give a whole number of at least 1"),
+    ("evaluation.max_tokens=abc", "evaluation.max_tokens='abc': give a whole number of at least 1"),
+    ("generation.colour=red", "generation.colour: unknown setting; generation takes model, variants_per_seed, "
+                              "scenarios, domains, temperature, seed, prompts_dir"),
+    ("+generation.colour=red", "generation.colour: unknown setting; generation takes model, variants_per_seed, "
+                               "scenarios, domains, temperature, seed, prompts_dir"),
+    ("+colour=red", "colour: unknown setting; the launch takes pipeline, generation, evaluation, execution"),
     ("execution.workers=0", "execution.workers=0: give a whole number of at least 1"),
     ("generation.domains=[]", "generation.domains=[]: give at least one seed domain"),
     ("generation.prompts_dir=/nonexistent", "generation.prompts_dir='/nonexistent': "),
@@ -265,3 +271,21 @@ def test_a_failing_job_of_a_multirun_sweep_does_not_stop_the_next(tmp_path):
     assert res.returncode == 1, res.stderr[-3000:]
     assert res.stdout.count("generation: 1 seed problems x 2 generation seeds") == 2
     assert res.stderr.count("item(s) have a failed model call") == 2
+    # each job has its own run directory, named by the settings it was given
+    base = tmp_path / "problems" / "humaneval" / "scripted"
+    names = sorted(p.name for p in base.iterdir() if (p / "settings.json").is_file())
+    # the swept value replaces the command's own ids; paths, endpoints and the generator name nothing
+    tail = "generation.variants_per_seed=2,generation.scenarios=3,evaluation.n=2,evaluation.models=_,analysis.human_check=3"
+    assert names == [f"benchmark.ids=_HumanEval_0_,{tail}", f"benchmark.ids=_HumanEval_2_,{tail}"]
+    assert res.stderr.strip().splitlines()[-1] == (
+        f"raydist: 2 of 2 jobs failed: {base / names[0]} (exit 1), {base / names[1]} (exit 1)")
+
+
+def test_a_bad_setting_in_one_sweep_job_fails_that_job_and_the_next_runs(tmp_path):
+    cmd = command(tmp_path, "http://127.0.0.1:9/v1", "evaluation.models=[]", "evaluation.n=0,2")
+    cmd.insert(cmd.index("raydist.problems.launch") + 1, "--multirun")
+    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert res.returncode == 2, res.stderr[-3000:]
+    assert "raydist: error: evaluation.n=0: give a whole number of at least 1" in res.stderr
+    assert res.stdout.count("generation: 2 seed problems x 2 generation seeds") == 1  # the second job ran
+    assert res.stderr.strip().splitlines()[-1].startswith("raydist: 2 of 2 jobs failed: ")

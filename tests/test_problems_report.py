@@ -8,7 +8,8 @@ import math
 
 import pytest
 
-from raydist.problems.report import collision_markdown, collision_numbers, stability_markdown, stability_numbers
+from raydist.problems.report import collision_markdown, stability_markdown
+from raydist.problems.summary import collision_numbers, stability_numbers
 
 
 def variant(seed_id, g, scenario, prompt, accepted=False, canonical=None):
@@ -97,7 +98,7 @@ def test_stability_over_datasets_by_hand():
 
 
 def test_rejections_are_counted_by_the_stage_that_refused_them():
-    from raydist.problems.report import summary_numbers
+    from raydist.problems.summary import summary_numbers
 
     records = [variant("A", g, "x", "p") | {"rejection": r, "semantic_verdict": sv, "consistency_verdict": cv}
                for g, (r, sv, cv) in enumerate([
@@ -114,23 +115,50 @@ def test_rejections_are_counted_by_the_stage_that_refused_them():
 
 def test_only_records_of_the_current_configuration_are_reported(tmp_path):
     from raydist.problems import load_seeds
-    from raydist.problems.generate import variant_id
-    from raydist.problems.pipeline import ProblemsJob, completion_key, current_records, write_json
+    from raydist.problems.config import Evaluation, Generation, ProblemsSettings
+    from raydist.problems.generate import Variant, variant_id
+    from raydist.problems.job import ProblemsJob
+    from raydist.problems.phases import Seeds, execute, generate, validate
+    from raydist.problems.records import RecordStore, completion_key
 
     problems = load_seeds("humaneval", ids=["HumanEval/0"])
-    job = ProblemsJob(dataset="humaneval", source=None, ids=None, limit=None, pipeline="full",
-                      generation={"model": "gen", "variants_per_seed": 2},
-                      evaluation={"models": ["m"], "n": 2, "temperature": 0.8, "max_tokens": 64},
-                      execution={}, analysis={}, local_models={}, run_dir=tmp_path, cache_dir=tmp_path)
+    settings = ProblemsSettings(benchmark={"name": "humaneval", "dataset": "humaneval"},
+                                generation=Generation(model="gen", variants_per_seed=2),
+                                evaluation=Evaluation(models=["m"], n=2, temperature=0.8, max_tokens=64))
+    job = ProblemsJob(settings=settings, run_dir=tmp_path, cache_dir=tmp_path)
+    variants = RecordStore(tmp_path / "variants")
     for g in range(3):  # generation seed 2 is from a launch with variants_per_seed=3
         vid = variant_id("HumanEval/0", g, "gen")
-        write_json(tmp_path / "variants" / f"{vid}.json", {"variant_id": vid, "generation_seed": g})
+        variants.put(vid, {"variant_id": vid, "seed_id": "HumanEval/0", "dataset": "humaneval", "generation_seed": g,
+                           "generator_model": "gen", "scenario": "x", "tests": []})
+    completions = RecordStore(tmp_path / "completions")
     for model, n, t in (("m", 2, 0.8), ("m", 1, 0.8), ("m", 2, 0.2), ("other", 2, 0.8)):
-        key = completion_key(model, "HumanEval/0", n, t, 64)
-        write_json(tmp_path / "completions" / f"{key}.json", {"model": model, "item_id": "HumanEval/0", "n": n})
-    variants, completions = current_records(job, problems)
-    assert sorted(v["generation_seed"] for v in variants) == [0, 1]
-    assert completions == [{"model": "m", "item_id": "HumanEval/0", "n": 2}]
+        completions.put(completion_key(model, "HumanEval/0", n, t, 64), {"model": model, "item_id": "HumanEval/0",
+                                                                         "n": n})
+    seed_set = Seeds(tuple(problems))
+    generated = generate(job, seed_set, run=False)
+    assert sorted(v.generation_seed for v in generated.variants) == [0, 1]
+    assert all(isinstance(v, Variant) for v in generated.variants) and generated.pool is None
+    executed = execute(job, seed_set, validate(job, generated, None, run=False), None, run=False)
+    assert executed.completions == ({"model": "m", "item_id": "HumanEval/0", "n": 2},)
+
+
+def test_a_canonical_check_is_kept_only_for_the_variant_it_checked(tmp_path):
+    from raydist.problems.config import ProblemsSettings
+    from raydist.problems.generate import Variant
+    from raydist.problems.job import ProblemsJob
+    from raydist.problems.phases import Generated, _check_digest, validate
+    from raydist.problems.records import RecordStore
+
+    job = ProblemsJob(settings=ProblemsSettings(), run_dir=tmp_path, cache_dir=tmp_path)
+    checked = Variant("v1", "A", "humaneval", 0, "gen", "x", prompt="p", accepted=True, tests=("assert f()",))
+    rewritten = Variant("v2", "A", "humaneval", 1, "gen", "x", prompt="p", accepted=True)
+    first = validate(job, Generated((checked,), None), None, run=False)
+    assert first.variants[0].canonical_passed is None  # not checked, nothing run
+    RecordStore(tmp_path / "checks").put("v1", {"digest": _check_digest(checked), "canonical_passed": True})
+    RecordStore(tmp_path / "checks").put("v2", {"digest": "stale", "canonical_passed": True})
+    later = validate(job, Generated((checked, rewritten), None), None, run=False)
+    assert [v.canonical_passed for v in later.variants] == [True, None]
 
 
 MBPP_FILE = __import__("pathlib").Path(__file__).resolve().parents[1].parent / "shared/data/mbpp/sanitized-mbpp.json"
@@ -139,14 +167,11 @@ MBPP_FILE = __import__("pathlib").Path(__file__).resolve().parents[1].parent / "
 @pytest.mark.shared_data
 @pytest.mark.skipif(not MBPP_FILE.is_file(), reason=f"MBPP-sanitized not found at {MBPP_FILE} (shared reference data)")
 def test_the_diversity_table_of_mbpp_seeds_has_every_applicable_baseline(tmp_path):
-    from types import SimpleNamespace
-
     from raydist.problems import load_mbpp
     from raydist.problems.report import diversity_markdown
 
-    job = SimpleNamespace(analysis={"baselines": ["char_noise", "token_noise", "doc_to_comments",
-                                                  "function_rename"]})
-    text = diversity_markdown(job, load_mbpp(MBPP_FILE, limit=3), [])
+    text = diversity_markdown(["char_noise", "token_noise", "doc_to_comments", "function_rename"],
+                              load_mbpp(MBPP_FILE, limit=3), [])
     for name in ("char_noise", "token_noise", "function_rename"):
         assert f"| {name} | 3 | 6 |" in text  # 3 seeds x 2 perturbation seeds
     assert "doc_to_comments" not in text  # not applicable to a prose instruction

@@ -3,8 +3,9 @@ with the secret on fd 0, the proof file on fd ``PROOF_FD`` and the program on fd
 ``PROGRAM_FD``.
 
 This file is copied into each sandbox of :class:`raydist.problems.execute.ProgramRunner` and
-runs there as the unprivileged program user; on the host it is imported for :class:`Program`,
-:func:`assert_sites` and its exit codes. The program is JSON, ``{"kind": "tests", "solution":
+runs there as the unprivileged program user, alone (``-I``: no sibling module is importable);
+on the host it is imported for its exit codes only (what a program is, as the host builds it,
+lives in :mod:`raydist.problems.program`). The program is JSON, ``{"kind": "tests", "solution":
 ..., "setup": ..., "tests": [...]}`` (a completion and the tests that score it) or ``{"kind":
 "script", "source": ...}`` (any program); ``NAME.py`` is only the file name tracebacks show.
 It arrives on a descriptor the runner closes, so no file the program can open holds its tests.
@@ -85,7 +86,11 @@ import sys
 import sysconfig
 import traceback
 import types
-from dataclasses import dataclass
+from dataclasses import dataclass  # noqa: F401 - see below
+
+# ``dataclasses`` (with inspect, copy, re) is unused here but stays loaded: the process image a
+# program starts from is what the limits were measured with; without it the container OOM case
+# of tests/test_problems_execute.py ends at the wall limit instead of the OOM kill.
 
 EXIT_EARLY = 90
 EXIT_BLOCKED = 91
@@ -112,36 +117,9 @@ NATIVE_MODULES = ("_ctypes", "ctypes", "_posixsubprocess", "_test", "_xx")
 PATH_EVENTS = frozenset({"open", "os.listdir", "os.scandir", "os.chdir"})
 
 
-@dataclass(frozen=True)
-class Program:
-    """A completion and the tests that score it: ``solution`` runs first (as ``__main__``),
-    then ``setup`` and each of ``tests`` (Python statements holding ``assert`` statements) in
-    the tests' own namespace. It passes only when every test returned normally and every
-    ``assert`` in ``tests`` executed at least once (:func:`assert_sites` counts them)."""
-
-    solution: str
-    tests: tuple[str, ...]
-    setup: str = ""
-
-    def script(self) -> str:
-        """The same program as one script (solution, set-up, tests), as
-        :func:`raydist.problems.assemble_program` writes it."""
-        parts = [self.solution.rstrip("\n"), self.setup.strip("\n"), *self.tests]
-        return "\n\n".join(part for part in parts if part) + "\n"
-
-
-def assert_sites(tests) -> int:
-    """How many ``assert`` statements ``tests`` (a sequence of source texts) hold; -1 when
-    one is not valid Python (such tests can never be proved to have run)."""
-    try:
-        return sum(isinstance(node, ast.Assert) for test in tests for node in ast.walk(ast.parse(test)))
-    except (SyntaxError, ValueError):
-        return -1
-
-
 class _CountAsserts(ast.NodeTransformer):
-    """After each ``assert``, a call ``COUNTER(k)`` (k = 0, 1, ... in :func:`assert_sites`
-    order, which is ``ast.walk``'s): the statement itself is unchanged."""
+    """After each ``assert``, a call ``COUNTER(k)`` (k = 0, 1, ... in ``ast.walk`` order, the
+    order :func:`raydist.problems.program.assert_sites` counts in); the statement is unchanged."""
 
     def __init__(self, numbers: dict):
         self.numbers = numbers
@@ -380,7 +358,6 @@ def main(path: str) -> None:
         _finish(code if 0 < code < 256 else 1)
     _report(error)
     _finish(_exit_code(error))
-
 
 
 def _imported_names(*sources: str) -> list:

@@ -12,7 +12,7 @@ import ast
 import re
 from dataclasses import dataclass
 
-from raydist.problems._program_runner import Program
+from raydist.problems.program import Program
 
 #: How a model under test is asked: the prompt as HumanEval/MBPP give it (a signature and a
 #: description), the answer as one fenced block holding the whole function.

@@ -43,7 +43,8 @@ from typing import Literal
 import docker
 from docker.errors import DockerException
 
-from raydist.problems._program_runner import EXIT_BLOCKED, EXIT_LIMIT, EXIT_MEMORY, Program, assert_sites
+from raydist.problems._program_runner import EXIT_BLOCKED, EXIT_LIMIT, EXIT_MEMORY
+from raydist.problems.program import Program, assert_sites
 from raydist.sandbox import Limits, Sandbox
 
 __all__ = ["ExecLimits", "Program", "ProgramResult", "ProgramRunner", "classify", "expected_proof",

@@ -11,21 +11,18 @@ failed variant instead of dropping it.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from raydist._util.files import atomic_write_json
 from raydist._util.hashing import stable_hash
-from raydist.models.completion import EmptyCompletion
 from raydist._util.protocols import Complete
+from raydist.models.completion import EmptyCompletion
 
 __all__ = ["LLM", "Complete", "LLMCallFailed", "RecordedLLM"]
 
 REQUEST_HASH_CHARS = 24
-
-
 
 
 class LLM(Protocol):
@@ -116,7 +113,8 @@ class RecordedLLM:
                 "ok": False, "error": f"{type(exc).__name__}: {exc}", "seconds": time.monotonic() - started})
             raise LLMCallFailed(role, problem_id, exc) from exc
         self.calls.append(record | _spent(before, self.complete) | {"seconds": time.monotonic() - started})
-        _write_atomically(path, {"request": request, "answer": answer})
+        # Several generators may share a cache folder: a reader sees the whole file or none.
+        atomic_write_json(path, {"request": request, "answer": answer})
         return answer
 
 
@@ -142,13 +140,3 @@ def _read_cached(path: Path, request: dict) -> str | None:
         return None
     return data["answer"]
 
-
-def _write_atomically(path: Path, data: dict) -> None:
-    # Several generators may share a cache folder: a reader sees the whole file or none.
-    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, prefix=path.name,
-                                     suffix=".tmp", delete=False) as tmp:
-        json.dump(data, tmp, ensure_ascii=False, sort_keys=True)
-    try:
-        os.replace(tmp.name, path)
-    finally:
-        Path(tmp.name).unlink(missing_ok=True)

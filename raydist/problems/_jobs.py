@@ -1,0 +1,84 @@
+"""The launcher's bookkeeping around Hydra jobs: the exit status of each job of a
+``--multirun`` sweep, each job's own run directory name, and the command-line key check that
+runs before Hydra."""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import IO
+
+from raydist._util.hashing import stable_hash
+
+__all__ = ["JOBS", "Jobs", "job_dir_name", "unknown_override"]
+
+#: Overrides that do not change what a job computes (paths, endpoints) or are already in the
+#: run directory's path (the benchmark, the generator): left out of the job's directory name.
+_NOT_NAMED = ("output_root=", "cache_dir=", "data_root=", "hydra.", "hydra/", "local_models.", "benchmark=",
+              "generation.model=")
+
+
+class Jobs:
+    """The exit status of every job of this process, in launch order."""
+
+    def __init__(self) -> None:
+        self.done: list[tuple[str, int]] = []
+        self.interrupted = False
+
+    def record(self, run_dir: str, status: int) -> None:
+        self.done.append((run_dir, status))
+
+    def status(self, file: IO[str] = sys.stderr) -> int:
+        """The highest status of the jobs (0 without any); with more than one job, a last line
+        on ``file`` names those that failed."""
+        failed = [(run_dir, status) for run_dir, status in self.done if status]
+        if failed and len(self.done) > 1:
+            print(f"raydist: {len(failed)} of {len(self.done)} jobs failed: "
+                  + ", ".join(f"{run_dir} (exit {status})" for run_dir, status in failed), file=file)
+        return max((status for _, status in self.done), default=0)
+
+
+JOBS = Jobs()
+
+
+def job_dir_name(overrides) -> str:
+    """The run directory name of one ``--multirun`` job: its command-line ``overrides``
+    (Hydra's ``hydra.overrides.task``) that change what it computes, as ``key=value`` joined
+    by ``,`` (a key given twice counts once, with its last value, where it was last given),
+    every character a path cannot hold safely replaced by ``_``; longer than 160 characters:
+    the first 140 and a hash of the whole. ``default`` without such overrides."""
+    last: dict[str, str] = {}
+    for override in map(str, overrides):
+        if not override.lstrip("+~").startswith(_NOT_NAMED):
+            key = override.split("=", 1)[0].lstrip("+~")
+            last.pop(key, None)
+            last[key] = override
+    text = ",".join(re.sub(r"[^A-Za-z0-9._=,+-]+", "_", o) for o in last.values()) or "default"
+    return text if len(text) <= 160 else f"{text[:140]}-{stable_hash(text, 12)}"
+
+
+def unknown_override(args: list[str]) -> str | None:
+    """The first ``key=value`` of ``args`` whose key the problems settings do not have (a
+    message naming it and the keys allowed there), else None. Keys with ``+``/``~``, Hydra's
+    own and those of the shared groups (benchmark, sandbox, cluster, local_models) are left to
+    Hydra and their users."""
+    from pydantic import BaseModel
+
+    from raydist.problems.config import ProblemsSettings
+
+    for arg in args:
+        key = arg.split("=", 1)[0]
+        if arg.startswith(("-", "+", "~")) or "=" not in arg or "/" in key or key.split(".")[0] == "hydra":
+            continue
+        path = key.split(".")
+        model: type[BaseModel] = ProblemsSettings
+        for depth, part in enumerate(path):
+            fields = model.model_fields
+            if part not in fields:
+                where = ".".join(path[:depth]) or "the launch"
+                return f"{'.'.join(path)}: unknown setting; {where} takes {', '.join(fields)}"
+            annotation = fields[part].annotation
+            if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+                break
+            model = annotation
+    return None

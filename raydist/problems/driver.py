@@ -1,0 +1,50 @@
+"""One DyCodeEval launch as a list of phases::
+
+    seeds -> generate -> validate -> execute -> metrics -> report
+
+Each phase is a function with frozen inputs and a frozen output (``raydist.problems.phases``,
+``.summary``, ``.report``); the driver calls them in order and hands each output on. Every
+phase skips the items it finished in an earlier launch, so the same command resumes.
+"""
+
+from __future__ import annotations
+
+from raydist.problems.job import ProblemsJob
+from raydist.problems.phases import execute, generate, seeds, validate
+from raydist.problems.records import check_run_dir
+from raydist.problems.report import report
+from raydist.problems.summary import metrics
+
+__all__ = ["run_problems"]
+
+
+def run_problems(job: ProblemsJob) -> dict:
+    """Run every phase ``job.pipeline`` asks for; returns the summary numbers it printed
+    (``raydist.problems.summary.Metrics.numbers``).
+
+    Raises ``ProblemsError`` (bad seed selection), ``RunDirMismatch`` (the run directory holds
+    variants of other settings), ``SandboxUnavailable`` / ``BaseImageMissing`` (no sandbox)."""
+    seed_set = seeds(job)
+    check_run_dir(job.run_dir, job.run_settings())
+    image = _start(job)
+    making = job.pipeline in ("full", "generate")
+    generated = generate(job, seed_set, run=making)
+    validated = validate(job, generated, image, run=making)
+    if job.pipeline == "evaluate" and not validated.variants:
+        print(f"note: {job.run_dir / 'variants'} holds no variants of these settings: run pipeline=generate (or "
+              "full) first; evaluating the seed problems only", flush=True)
+    executed = execute(job, seed_set, validated, image, run=job.pipeline in ("full", "evaluate"))
+    result = metrics(job, seed_set, generated, validated, executed)
+    report(job, seed_set, validated, result)
+    return result.numbers
+
+
+def _start(job: ProblemsJob) -> str:
+    """The sandbox's base image (built when missing) and Ray, started; the image's tag."""
+    from raydist.cluster.runner import RayOptions, init_ray, interrupt_on_signals
+    from raydist.sandbox import connect, ensure_base_image
+
+    image = ensure_base_image(connect(job.docker_host), job.base_image)
+    init_ray(RayOptions(**job.ray))
+    interrupt_on_signals()  # the launcher keeps every finished item and says how to resume
+    return image

@@ -1,0 +1,93 @@
+"""One DyCodeEval launch, resolved: its checked settings, seed selection and run directory."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from raydist._util.hashing import stable_hash
+from raydist.problems.config import Analysis, Evaluation, Execution, Generation, ProblemsSettings, Requests
+from raydist.problems.records import RUN_SETTINGS
+
+__all__ = ["ProblemsJob"]
+
+
+@dataclass(frozen=True)
+class ProblemsJob:
+    """Everything one launch needs (``raydist.problems.launch.job_from_config`` builds it).
+
+    Attributes:
+        settings: the checked settings (``raydist.problems.config``).
+        run_dir: where the records and tables go (one per benchmark, generator and sweep job).
+        cache_dir: ``<cache_dir>/problems``: the LLM answer cache lives in its ``llm`` folder.
+        ids: the seed problems selected by id, None for the first ``benchmark.limit``.
+    """
+
+    settings: ProblemsSettings
+    run_dir: Path
+    cache_dir: Path
+    ids: tuple | None = None
+
+    @property
+    def pipeline(self) -> str:
+        return self.settings.pipeline
+
+    @property
+    def generation(self) -> Generation:
+        return self.settings.generation
+
+    @property
+    def evaluation(self) -> Evaluation:
+        return self.settings.evaluation
+
+    @property
+    def execution(self) -> Execution:
+        return self.settings.execution
+
+    @property
+    def requests(self) -> Requests:
+        return self.settings.requests
+
+    @property
+    def analysis(self) -> Analysis:
+        return self.settings.analysis
+
+    @property
+    def dataset(self) -> str:
+        return str(self.settings.benchmark["dataset"])
+
+    @property
+    def source(self) -> str | None:
+        return self.settings.benchmark.get("source")
+
+    @property
+    def limit(self) -> int | None:
+        return self.settings.benchmark.get("limit")
+
+    @property
+    def docker_host(self) -> str | None:
+        return self.settings.sandbox.get("docker_host")
+
+    @property
+    def base_image(self) -> str | None:
+        return self.settings.sandbox.get("base_image")
+
+    @property
+    def ray(self) -> dict:
+        """The cluster group: Ray address, ``max_concurrency``, ``cpus_per_unit``..."""
+        return self.settings.cluster
+
+    def local_model(self, name: str) -> dict | None:
+        """The ``local_models`` entry of ``name``; None for a hosted litellm model."""
+        return self.settings.local_models.get(name)
+
+    def run_settings(self) -> dict:
+        """What the variants of the run directory depend on besides their ids: the generation
+        settings of ``RUN_SETTINGS``, the agents' prompt templates (a digest) and the seed source."""
+        from raydist.problems.agents import load_dyc_prompts
+
+        gen = self.generation.model_dump(mode="json")
+        prompts = load_dyc_prompts(self.generation.prompts_dir)
+        return {**{k: gen[k] for k in RUN_SETTINGS}, "dataset": self.dataset,
+                "source": None if self.source is None else str(self.source),
+                "prompts": stable_hash(asdict(prompts), 16)}

@@ -1,0 +1,102 @@
+"""The run directory of a DyCodeEval launch: one JSON record per finished item, so a killed
+launch loses only what was in flight and the same command resumes.
+
+Layout of ``<run_dir>``::
+
+    settings.json        what the variants depend on besides their ids (checked on resume)
+    scenarios.json       the scenario pool (generate)
+    variants/<id>.json   one variant record per (seed problem, generation seed) (generate)
+    checks/<id>.json     the canonical check of one accepted variant (validate)
+    completions/<key>.json  n scored completions of one prompt by one model (execute)
+    llm_calls.jsonl      every model call, appended (a log; no phase reads it)
+
+Each phase reads back only its own records (to skip finished items) and hands what it made
+to the next phase in memory.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+from raydist._util.files import atomic_write_json
+from raydist._util.hashing import stable_hash
+
+__all__ = ["RUN_SETTINGS", "SCORING_VERSION", "RecordStore", "RunDirMismatch", "append_calls", "check_run_dir",
+           "completion_key"]
+
+#: Version of how an answer becomes a scored program (``raydist.problems.evaluate``); a change
+#: that can move a score bumps it, so a resumed run scores its items again (the model's
+#: answers come back from the request cache).
+SCORING_VERSION = 3
+
+#: Generation settings a variant depends on beyond its id (seed problem, generation seed,
+#: generator): a run directory keeps one set of them.
+RUN_SETTINGS = ("domains", "scenarios", "temperature", "seed")
+
+
+class RecordStore:
+    """The JSON records of one folder, by file stem."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+
+    def load(self) -> dict[str, dict]:
+        """``{stem: record}`` of every readable ``*.json``, in name order (an unreadable file
+        is skipped: its item runs again)."""
+        out = {}
+        for path in sorted(self.folder.glob("*.json")) if self.folder.is_dir() else []:
+            try:
+                out[path.stem] = json.loads(path.read_text())
+            except json.JSONDecodeError:
+                continue
+        return out
+
+    def put(self, key: str, record: dict) -> None:
+        """Write ``record`` as ``<key>.json`` at once (a reader sees the old or the new file)."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(self.folder / f"{key}.json", record)
+
+
+def completion_key(model: str, item_id: str, n: int, temperature: float, max_tokens: int) -> str:
+    """24 hex chars naming one (model, item, sampling, ``SCORING_VERSION``) evaluation."""
+    return stable_hash({"model": model, "item": item_id, "n": n, "t": temperature, "max": max_tokens,
+                        "scoring": SCORING_VERSION}, 24)
+
+
+class RunDirMismatch(ValueError):
+    """The run directory holds variants made under other generation settings."""
+
+
+def check_run_dir(run_dir: Path, settings: dict) -> None:
+    """Record ``settings`` (what the variants depend on besides their ids) in
+    ``<run_dir>/settings.json`` on the first launch; on a later one, refuse to mix: finished
+    variants made under other settings would be reused as if they were this launch's.
+
+    Raises RunDirMismatch naming the settings that differ and what to do.
+    """
+    path = run_dir / "settings.json"
+    if path.is_file():
+        try:
+            before = json.loads(path.read_text())
+        except json.JSONDecodeError:
+            before = None
+        if isinstance(before, dict) and before != settings:
+            changed = sorted(k for k in settings.keys() | before.keys() if settings.get(k) != before.get(k))
+            raise RunDirMismatch(
+                f"{run_dir} holds variants made with other settings ({', '.join(changed)} differ); choose "
+                "another output_root for these settings, or remove that run directory to start over")
+        if isinstance(before, dict):
+            return
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(path, settings)
+
+
+def append_calls(run_dir: Path, calls: Iterable[dict[str, Any]]) -> None:
+    """Append LLM call records to ``llm_calls.jsonl`` (every call, failed ones included)."""
+    calls = list(calls)
+    if calls:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        with open(run_dir / "llm_calls.jsonl", "a") as handle:
+            handle.writelines(json.dumps(c, sort_keys=True, default=str) + "\n" for c in calls)
