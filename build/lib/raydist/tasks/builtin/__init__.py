@@ -1,1 +1,0 @@
-"""Data files of the built-in instance set (``instances.jsonl``); no code."""
