@@ -46,8 +46,7 @@ def measured_unit_seconds(job: Job, output_root: str | Path, benchmark: str) -> 
 
     from raydist.outcomes import FINISHED
 
-    folder = Path(output_root) / benchmark / job.agent / (job.units[0].model if job.units[0].model != "-"
-                                                          else job.model.name)
+    folder = Path(output_root) / benchmark / job.agent / job.model.name
     seconds = []
     for table in sorted(folder.glob("**/runs.parquet")) if folder.is_dir() else []:
         try:
