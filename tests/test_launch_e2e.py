@@ -194,7 +194,8 @@ def test_a_failing_multirun_job_does_not_stop_the_next_and_the_exit_status_names
     assert res.returncode == 2, res.stderr[-3000:]
     assert [(r["level"], r["outcome"]) for r in runs(tmp_path, "builtin", "null", "L0__s0")] == [("L0", "unresolved")]
     failed = [line for line in res.stderr.splitlines() if line.startswith("raydist: failed job")]
-    assert failed == [f"raydist: failed job (exit 2): output_root={tmp_path} agent=null sandbox.docker_host={dead} "
+    escaped = dead.replace(":", "\\:")  # Hydra names the job in its override syntax
+    assert failed == [f"raydist: failed job (exit 2): output_root={tmp_path} agent=null sandbox.docker_host={escaped} "
                       "benchmark.limit=1 "
                       f"levels=[L0] -> {tmp_path}/builtin/null/gemma3-270m/L0__s0"]
 
