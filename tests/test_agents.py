@@ -12,6 +12,7 @@ import pytest
 from minisweagent.exceptions import Submitted
 
 from raydist.agents import AgentSettings, ViewEnvironment, load_prompts, null, oracle, save_trajectory, truncate_middle
+from raydist.agents.environment import leak_count
 from raydist.agents.outcome import RecordingAgent, exposure_columns
 from raydist.agents.scripted import SUBMIT_COMMAND, ScriptedModel, write_file_commands
 from raydist.models.endpoint import LOCAL_PLACEHOLDER_KEY
@@ -109,6 +110,16 @@ def test_truncate_middle_keeps_head_and_tail():
     assert truncate_middle("0123456789", 4) == "01\n[... 6 characters elided ...]\n89"
     assert truncate_middle("short", 10) == "short"
     assert truncate_middle("unlimited", 0) == "unlimited"
+
+
+def test_leak_count_refuses_a_view_without_identity_tokens():
+    with pytest.raises(ValueError, match=r"cannot count leaks for view 'tiny-1': it carries identity=None, no identity "
+                                         r"tokens of the original repository to search for; build it with "
+                                         r"raydist.views.build_view"):
+        leak_count(tiny_view(), "calc.py")
+    with pytest.raises(ValueError, match="it carries an empty IdentitySet"):
+        leak_count(tiny_view(identity=IdentitySet(origins={})), "calc.py")
+    assert leak_count(tiny_view(identity=IdentitySet(origins={"calc": "module"})), "cat calc.py") == 1
 
 
 def test_settings_refuse_negative_limits():

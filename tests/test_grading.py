@@ -282,9 +282,21 @@ def test_gold_patch_resolves_through_the_junit_channel(client, wcwidth):
     instance, image, _ = wcwidth
     result = grade(client, instance, image.tag, instance.patch, timeout=120)
     assert (result.resolved, result.error, result.grading_channel, result.apply_method) == (True, None, "junit", "git-apply")
+    assert (result.missing, result.error_cause, result.test_infra_changed) == (0, None, ())
     assert result.tests["tests/test_core.py::test_delete_is_a_control_character"] == "PASSED"
     assert len(result.tests) == 18
     assert len(result.pass_to_pass) == 17 and set(result.pass_to_pass.values()) == {"PASSED"}
+
+
+@pytest.mark.docker
+def test_an_id_the_run_does_not_report_is_missing_and_never_passes(client, wcwidth):
+    instance, image, _ = wcwidth
+    ghost = "tests/test_core.py::test_that_does_not_exist"
+    extended = dataclasses.replace(instance, PASS_TO_PASS=type(instance.PASS_TO_PASS)([*instance.PASS_TO_PASS, ghost]))
+    result = grade(client, extended, image.tag, instance.patch, timeout=120)
+    assert (result.resolved, result.error, result.missing, result.pass_to_pass[ghost]) == (False, None, 1, "MISSING")
+    assert result.fail_to_pass == {"tests/test_core.py::test_delete_is_a_control_character": "PASSED"}
+    assert sum(s == "PASSED" for s in result.pass_to_pass.values()) == 17
 
 
 @pytest.mark.docker

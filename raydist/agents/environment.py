@@ -46,10 +46,18 @@ def truncate_middle(text: str, limit: int) -> str:
 
 def leak_count(view, text: str) -> int:
     """Identity tokens of the original repository that `text` names (`raydist.views.audit`,
-    §III-F), for a `view` built by `build_view` (it carries `view.identity`). Anything else (a
-    bare translator, a view built by hand) carries no identity to search for: 0."""
+    §III-F), for a `view` built by `build_view` (it carries `view.identity`).
+
+    Raises ValueError when `view` carries no identity tokens (no `IdentitySet`, or an empty
+    one: a bare translator, a view built by hand): there is nothing to search for, and a
+    count of 0 would hold by construction instead of by audit."""
     identity = getattr(view, "identity", None)
-    return len(find_exposures(text, identity)) if isinstance(identity, IdentitySet) else 0
+    if not isinstance(identity, IdentitySet) or len(identity) == 0:
+        kind = "an empty IdentitySet" if isinstance(identity, IdentitySet) else f"identity={identity!r}"
+        raise ValueError(f"cannot count leaks for view {getattr(view, 'instance_id', view)!r}: it carries {kind}, "
+                         "no identity tokens of the original repository to search for; build it with "
+                         "raydist.views.build_view")
+    return len(find_exposures(text, identity))
 
 
 def exposure_log(view) -> ExposureLog:

@@ -14,7 +14,7 @@ from typing import Any
 
 from minisweagent.models.utils.actions_text import format_observation_messages
 
-from raydist.agents.environment import SUBMIT_MARKER, ViewEnvironment, leak_count
+from raydist.agents.environment import SUBMIT_MARKER, ViewEnvironment
 from raydist.agents.outcome import AgentOutcome, RecordingAgent
 from raydist.agents.settings import AgentSettings, load_prompts
 from raydist.views.recover import patched_paths
@@ -178,4 +178,4 @@ def _run_script(name: str, commands: list[str], *, view, sandbox, settings: Agen
     trajectory = agent.save(agent.config.output_path)
     return AgentOutcome(exit_status=exit_status, steps=agent.n_calls, input_tokens=0, output_tokens=0,
                         cost=0.0, trajectory=trajectory, error=error, step_records=tuple(env.steps),
-                        statement_leaks=leak_count(view, view.problem_statement))
+                        statement_leaks=len(env.exposure.statement))

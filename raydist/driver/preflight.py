@@ -82,4 +82,13 @@ def _describe(exc: Exception) -> str:
         inner = inner.__cause__
     if hasattr(inner, "full_key"):
         return describe_config_error(inner)
-    return str(exc).strip().splitlines()[0]
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    marks = [i for i, line in enumerate(lines) if line.startswith("Available options")]
+    if not marks:
+        return lines[0] if lines else type(exc).__name__
+    options = []
+    for line in lines[marks[0] + 1:]:
+        if line.endswith(":"):  # the next section (Hydra's config search path)
+            break
+        options.append(line)
+    return f"{lines[0]}; {lines[marks[0]].rstrip(':')}: {', '.join(options)}"

@@ -5,30 +5,39 @@ patch (``GIT_APPLY_CMDS``, :mod:`raydist.grading.apply`); put back the test infr
 changed (:mod:`raydist.grading.infra`); restore the files the test patch touches to the base
 commit; apply the test patch; run the instance's test command. Per-test outcomes come from
 pytest's junit XML through a channel the tests cannot forge by printing
-(:mod:`raydist.grading.junit`, ``grading_channel="junit"``); a test command that is not one
+(:mod:`raydist.grading.junit`, ``grading_channel="junit"``), cross-checked with the record of
+a guard plugin that catches in-process rewriting of pytest's reporting
+(:mod:`raydist.grading.guard`); a test command that is not one
 plain pytest call is graded from its log with SWE-bench's pytest log parser
 (``grading_channel="log"``). The instance is resolved iff every FAIL_TO_PASS and every
 PASS_TO_PASS test passes (swebench.harness.grading: ``get_eval_tests_report`` /
-``get_resolution_status``).
+``get_resolution_status``); an id the run did not report is ``MISSING`` and never passes.
 """
 from __future__ import annotations
 
+import hashlib
+import io
 import secrets
 import shlex
+import tarfile
 from dataclasses import dataclass
 
 import docker
 
 from raydist.grading.apply import ApplyResult, apply_patch
-from raydist.grading.infra import infra_changes, infra_kind
-from raydist.grading.junit import (check_report, is_pytest_command, junit_key, parse_junit,
+from raydist.grading.guard import check_guard, guard_statuses, parse_guard
+from raydist.grading.infra import infra_changes, infra_kind, packaging_changes
+from raydist.grading.junit import (check_report, guard_record_path, is_pytest_command, junit_key, parse_junit,
                                    report_path, run_script, setup_script)
 from raydist.outcomes import InfrastructureError
-from raydist.grading.outcomes import is_resolved, parse_test_log, statuses_of
+from raydist.grading.outcomes import MISSING, is_resolved, parse_test_log, statuses_of
 from raydist.grading.test_files import restore_command, touched_files
 from raydist.sandbox import Limits, Sandbox
 
 RESTORE_TIMEOUT = 120.0
+# Packaging metadata in /testbed (raydist.grading.infra.is_packaging), outside .git.
+_FIND_PACKAGING = ("find . -path ./.git -prune -o \\( -name '*.dist-info' -o -name '*.egg-info' -o -name '*.egg-link' "
+                   "-o -name '*.pth' -o -name entry_points.txt \\) -print0 -prune")
 
 
 @dataclass(frozen=True)
@@ -37,13 +46,16 @@ class GradeResult:
 
     ``tests``: every parsed test id -> ``PASSED``/``FAILED``/``ERROR``/``SKIPPED``/``XFAIL``;
     ``fail_to_pass`` / ``pass_to_pass``: each of the instance's ids -> its status, or
-    ``MISSING`` when the log does not report it; ``log``: apply and test output; ``error``:
-    why grading stopped short (patch not applying, timeout, a junit report that fails its
-    checks), else ``None``; ``grading_channel``: ``junit`` or ``log`` (where ``tests`` came
-    from); ``test_infra_changed``: test-infrastructure paths the model patch changed, which
-    were put back before the run; ``error_cause``: a short token for ``error``:
-    ``patch_does_not_apply`` and ``test_patch_does_not_apply`` (before the tests), or
-    ``tests_timed_out`` and ``junit_rejected`` (the run cannot grade the patch: not resolved).
+    ``MISSING`` when the run does not report it (never a pass); ``missing``: how many of the
+    instance's ids are ``MISSING``; ``log``: apply and test output; ``error``: why grading
+    stopped short (patch not applying, timeout, a junit report that fails its checks,
+    tampered reporting), else ``None``; ``grading_channel``: ``junit`` or ``log`` (where
+    ``tests`` came from); ``test_infra_changed``: test-infrastructure paths the model patch
+    changed, which were put back before the run; ``error_cause``: a short token for
+    ``error``: ``patch_does_not_apply`` and ``test_patch_does_not_apply`` (before the
+    tests), or ``tests_timed_out``, ``junit_rejected`` and ``reporting_tampered`` (the
+    patch's code rewrote pytest's reporting in process) (the run cannot grade the patch:
+    not resolved).
     """
 
     resolved: bool
@@ -57,6 +69,7 @@ class GradeResult:
     grading_channel: str = "log"
     test_infra_changed: tuple[str, ...] = ()
     error_cause: str | None = None
+    missing: int = 0
 
 
 def grade(client: docker.DockerClient, instance, image_tag: str, model_patch: str, *,
@@ -78,12 +91,13 @@ def grade(client: docker.DockerClient, instance, image_tag: str, model_patch: st
                         labels={"raydist.role": "grade", "raydist.instance": instance.instance_id}) as box:
         # The image's /testbed may belong to its own user; git refuses such a tree to root.
         box.exec("git config --global --add safe.directory '*'", timeout=RESTORE_TIMEOUT)
+        packaging = _packaging_snapshot(box) if model_patch.strip() else None
         model = apply_patch(box, model_patch, label="model")
         if not model.applied:
             return _stopped(instance, model, model.output,
                             f"patch does not apply: {instance.instance_id}: {_tail(model.output)}", channel,
                             cause="patch_does_not_apply")
-        infra = _put_back_infra(box) if model.method != "empty" else ()
+        infra = _put_back_infra(box, packaging) if packaging is not None else ()
         prepared = _prepare_tests(box, instance)
         if isinstance(prepared, str):
             return _stopped(instance, model, prepared, f"{instance.instance_id}: {_tail(prepared)}", channel, infra,
@@ -97,12 +111,13 @@ def grade(client: docker.DockerClient, instance, image_tag: str, model_patch: st
                     f"user (needs root with CAP_CHOWN/CAP_SETUID and setpriv): {setup.output[-500:]}",
                     cause="grading_sandbox")
             run = box.exec(run_script(instance.test_cmd, token), timeout=timeout)
-            copy = report_path(token).lstrip("/")
-            xml = box.read_files([copy], root="/")[copy] or b""  # no copy at all: no report
+            copies = [report_path(token).lstrip("/"), guard_record_path(token).lstrip("/")]
+            read = box.read_files(copies, root="/")
+            xml, record = (read[c] or b"" for c in copies)  # no copy at all: no document
         else:
-            run, xml = box.exec(instance.test_cmd, timeout=timeout), None
+            run, xml, record = box.exec(instance.test_cmd, timeout=timeout), None, None
     log = f"{_section('model patch: ' + model.method, model.output)}{_section('tests', run.output)}"
-    return _graded(instance, model, run, xml, log, timeout, infra)
+    return _graded(instance, model, run, (xml, record), log, timeout, infra)
 
 
 def _changed_paths(box: Sandbox) -> list[str]:
@@ -113,8 +128,44 @@ def _changed_paths(box: Sandbox) -> list[str]:
     return [entry[3:] for entry in res.output.split("\0") if len(entry) > 3]
 
 
-def _put_back_infra(box: Sandbox) -> tuple[str, ...]:
-    """Restore the test infrastructure the applied model patch changed to HEAD; its paths."""
+def _packaging_snapshot(box: Sandbox) -> tuple[str, dict[str, str]]:
+    """A root-only tar of /testbed's packaging metadata and its listing (path -> fingerprint)."""
+    archive = f"/tmp/raydist-pkg-{secrets.token_hex(8)}.tar"
+    res = box.exec(f"umask 077 && {_FIND_PACKAGING} | tar --null -T - -cf {archive}", timeout=RESTORE_TIMEOUT)
+    if res.returncode != 0:
+        raise RuntimeError(f"could not list packaging metadata in the grading container: {res.output[-2000:]}")
+    data = box.read_files([archive.lstrip("/")], root="/")[archive.lstrip("/")] or b""
+    listing = {}
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        for member in tar:
+            path = member.name.removeprefix("./").rstrip("/")
+            if member.isfile():
+                listing[path] = hashlib.sha256(tar.extractfile(member).read()).hexdigest()
+            else:
+                listing[path] = "dir" if member.isdir() else f"{member.type!r}:{member.linkname}"
+    return archive, listing
+
+
+def _restore_packaging(box: Sandbox, before: tuple[str, dict[str, str]]) -> list[str]:
+    """Put /testbed's packaging metadata back as ``before`` (``_packaging_snapshot``) had it;
+    the changed paths (directories left out)."""
+    archive, listing = before
+    after = _packaging_snapshot(box)[1]
+    changed = packaging_changes(listing, after)
+    if changed:
+        removed = " ".join(shlex.quote(p) for p in changed if p in after)
+        kept = " ".join(shlex.quote("./" + p) for p in changed if p in listing and listing[p] != "dir")
+        script = " && ".join(filter(None, [removed and f"rm -rf -- {removed}",
+                                           kept and f"tar -xpf {archive} --no-recursion -- {kept}"]))
+        reset = box.exec(script, timeout=RESTORE_TIMEOUT)
+        if reset.returncode != 0:
+            raise RuntimeError(f"could not put back packaging metadata {changed}: {reset.output[-2000:]}")
+    return [p for p in changed if listing.get(p) != "dir" and after.get(p) != "dir"]
+
+
+def _put_back_infra(box: Sandbox, packaging: tuple[str, dict[str, str]]) -> tuple[str, ...]:
+    """Restore the test infrastructure the applied model patch changed: to HEAD, and packaging
+    metadata to ``packaging`` (the state before the patch); its paths."""
     candidates = [p for p in _changed_paths(box) if infra_kind(p)]
     sections = [p for p in candidates if infra_kind(p) == "section"]
     texts: dict[str, tuple[str | None, str | None]] = {p: (None, "") for p in candidates}
@@ -130,7 +181,7 @@ def _put_back_infra(box: Sandbox) -> tuple[str, ...]:
         reset = box.exec(restore_command(changed), timeout=RESTORE_TIMEOUT)
         if reset.returncode != 0:
             raise RuntimeError(f"could not put back test infrastructure {changed}: {reset.output[-2000:]}")
-    return tuple(changed)
+    return tuple(sorted(set(changed) | set(_restore_packaging(box, packaging))))
 
 
 def _prepare_tests(box: Sandbox, instance) -> None | str:
@@ -146,11 +197,12 @@ def _prepare_tests(box: Sandbox, instance) -> None | str:
     return None
 
 
-def _graded(instance, model: ApplyResult, run, xml: bytes | None, log: str, timeout: float,
-            infra: tuple[str, ...]) -> GradeResult:
+def _graded(instance, model: ApplyResult, run, documents: tuple[bytes | None, bytes | None], log: str,
+            timeout: float, infra: tuple[str, ...]) -> GradeResult:
     f2p, p2p = tuple(instance.FAIL_TO_PASS), tuple(instance.PASS_TO_PASS)
     error = f"{instance.instance_id}: tests timed out after {timeout:g}s" if run.timed_out else None
     cause = "tests_timed_out" if error else None
+    xml, record = documents
     if xml is None:
         channel, tests = "log", parse_test_log(run.output)
         keyed = tests
@@ -158,19 +210,27 @@ def _graded(instance, model: ApplyResult, run, xml: bytes | None, log: str, time
     else:
         channel = "junit"
         report = parse_junit(xml)
+        guard = parse_guard(record or b"")
+        forged = check_guard(report.statuses, guard)
+        if error is None and guard.tampered:  # said first: a tampered run's XML may be broken too
+            error, cause = f"{instance.instance_id}: {forged}", "reporting_tampered"
         problem = check_report(report, run.returncode, f2p + p2p)
         if error is None and problem:
             error, cause = f"{instance.instance_id}: junit report rejected: {problem}", "junit_rejected"
-        keyed = report.statuses
+        if error is None and forged:
+            error, cause = f"{instance.instance_id}: {forged}", "reporting_tampered"
+        # A forged report says nothing: the row shows what the guard saw.
+        keyed = guard_statuses(guard) if cause == "reporting_tampered" and guard.tests else report.statuses
         lookup = {t: junit_key(t) for t in f2p + p2p}
         tests = _node_ids(keyed, instance)
     f2p_status = {t: statuses_of([lookup[t]], keyed)[lookup[t]] for t in f2p}
     p2p_status = {t: statuses_of([lookup[t]], keyed)[lookup[t]] for t in p2p}
-    resolved = error is None and is_resolved(keyed, [lookup[t] for t in f2p], [lookup[t] for t in p2p])
+    missing = sum(s == MISSING for s in (*f2p_status.values(), *p2p_status.values()))
+    resolved = error is None and missing == 0 and is_resolved(keyed, [lookup[t] for t in f2p], [lookup[t] for t in p2p])
     return GradeResult(
         resolved=resolved, applied=True, apply_method=model.method, tests=tests,
         fail_to_pass=f2p_status, pass_to_pass=p2p_status, log=log, error=error,
-        grading_channel=channel, test_infra_changed=infra, error_cause=cause,
+        grading_channel=channel, test_infra_changed=infra, error_cause=cause, missing=missing,
     )
 
 
@@ -194,12 +254,13 @@ def _node_ids(statuses: dict[str, str], instance) -> dict[str, str]:
 
 def _stopped(instance, model: ApplyResult, log: str, error: str, channel: str,
              infra: tuple[str, ...] = (), *, cause: str) -> GradeResult:
-    missing = "MISSING"
+    missing = MISSING
     return GradeResult(
         resolved=False, applied=model.applied, apply_method=model.method, tests={},
         fail_to_pass={t: missing for t in instance.FAIL_TO_PASS},
         pass_to_pass={t: missing for t in instance.PASS_TO_PASS},
         log=log, error=error, grading_channel=channel, test_infra_changed=infra, error_cause=cause,
+        missing=len(instance.FAIL_TO_PASS) + len(instance.PASS_TO_PASS),
     )
 
 

@@ -17,25 +17,34 @@ Defences, in the order a result must pass them:
    early) leaves it empty. Both grade as not resolved.
 2. The XML is cross-checked: the ``<testsuite>`` counters must equal its ``<testcase>``
    children, pytest's exit status (read by Docker, not printed) must be 0 iff no testcase
-   failed or errored and be 0 or 1, every FAIL_TO_PASS / PASS_TO_PASS id must appear, and
-   none may appear twice. Any mismatch: not resolved, with the reason in ``error``.
+   failed or errored and be 0 or 1, and no FAIL_TO_PASS / PASS_TO_PASS id may appear twice.
+   Any mismatch: not resolved, with the reason in ``error``. An id that does not appear is
+   ``MISSING``, which never passes (as in SWE-bench), and the row counts them.
 3. Test infrastructure the patch changed (``raydist.grading.infra``) is put back before
-   the run, so a ``conftest.py`` that rewrites reports or exits early is not loaded.
+   the run, so a ``conftest.py`` that rewrites reports or exits early is not loaded, nor a
+   ``*.dist-info`` in ``/testbed`` that registers a ``pytest11`` plugin.
+4. A guard plugin (``raydist.grading.guard``), loaded with ``-p`` from a root-owned directory
+   under a random name, fingerprints pytest's reporting code before the package under test is
+   imported, keeps its own per-test record and writes it through a second FIFO; code of the
+   package that rewrites pytest's reporting in process is caught there.
 
-What remains possible: code of the package under test that, on import, monkeypatches
-pytest's own reporting (e.g. ``_pytest.runner``) and so forges every channel at once, or that
-writes one complete, self-consistent forged document into the FIFO and then stops pytest
-writing its own. Both need an attack written against raydist's grader; they are not stopped.
+What remains possible: an attack written against raydist's guard itself (code that finds the
+guard in ``sys.modules`` and rewrites its record, or writes one complete, self-consistent
+forged pair of documents into both FIFOs and then stops pytest writing its own).
 """
 from __future__ import annotations
 
+import base64
 import re
 import shlex
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from raydist.grading.guard import guard_module, guard_source
+
 TEST_UID = 65534  # `nobody` in Debian and Ubuntu images
+REPORT_FIFO, GUARD_FIFO = "r.xml", "g.json"
 _SHELL_OPERATORS = set(";&|<>()`$\n")
 
 
@@ -59,13 +68,18 @@ def is_pytest_command(test_cmd: str) -> bool:
 
 
 def setup_script(token: str) -> str:
-    """The bash script (run as root before any test code runs) that makes the report FIFO,
-    the root-only copy directory and the test user's home under ``/tmp/raydist-grade-<token>``
-    and gives ``/testbed`` to ``TEST_UID``. It needs root (``CAP_CHOWN``); a failure is the
-    machine's, not the patch's."""
+    """The bash script (run as root before any test code runs) that makes, under
+    ``/tmp/raydist-grade-<token>``, the report and guard FIFOs, the root-only copy directory,
+    the test user's home and the root-owned directory holding the guard plugin
+    (``raydist.grading.guard``), and gives ``/testbed`` to ``TEST_UID``. It needs root
+    (``CAP_CHOWN``); a failure is the machine's, not the patch's."""
     base = f"/tmp/raydist-grade-{token}"
+    plugin = f"{base}/guard/{guard_module(token)}.py"
+    source = base64.b64encode(guard_source(f"{base}/{GUARD_FIFO}").encode()).decode()
     return " && ".join([
-        f"mkdir -m 0711 {base}", f"mkdir -m 0700 {base}/out {base}/home", f"mkfifo -m 0622 {base}/r.xml",
+        f"mkdir -m 0711 {base}", f"mkdir -m 0700 {base}/out {base}/home", f"mkdir -m 0755 {base}/guard",
+        f"mkfifo -m 0622 {base}/{REPORT_FIFO} {base}/{GUARD_FIFO}",
+        f"echo {source} | base64 -d > {plugin}", f"chmod 0644 {plugin}",
         f"chown {TEST_UID}:{TEST_UID} {base}/home", f"chown -R {TEST_UID}:{TEST_UID} /testbed",
         "command -v setpriv >/dev/null",
     ])
@@ -73,28 +87,36 @@ def setup_script(token: str) -> str:
 
 def run_script(test_cmd: str, token: str) -> str:
     """The bash script (run as root in ``/testbed``, after :func:`setup_script`) that runs
-    pytest as ``TEST_UID`` with its junit XML going through the FIFO into the root-only
-    ``report_path(token)``; it exits with pytest's own exit status."""
+    pytest as ``TEST_UID`` with the guard plugin loaded, its junit XML and the guard's record
+    going through their FIFOs into the root-only ``report_path(token)`` and
+    ``guard_record_path(token)``; it exits with pytest's own exit status."""
     base = f"/tmp/raydist-grade-{token}"
-    command = f"{test_cmd} --junitxml={base}/r.xml -o junit_family=xunit2 -o junit_logging=no"
+    command = (f"export PYTHONPATH={base}/guard${{PYTHONPATH:+:$PYTHONPATH}}; {test_cmd} -p {guard_module(token)} "
+               f"--junitxml={base}/{REPORT_FIFO} -o junit_family=xunit2 -o junit_logging=no")
+    # Each reader reopens its FIFO after each writer, so a document written after pytest's
+    # own (an atexit hook) lands in the copy too instead of blocking.
+    readers = [f"setsid bash -c 'while :; do cat \"$0\" || break; done' $B/{fifo} >> $B/out/{fifo} 2>/dev/null & "
+               f"readers=\"$readers $!\"" for fifo in (REPORT_FIFO, GUARD_FIFO)]
     return "\n".join([
-        f"B={base}",
-        # The reader reopens the FIFO after each writer, so a report written after pytest's
-        # own (an atexit hook) lands in the copy too instead of blocking.
-        "setsid bash -c 'while :; do cat \"$0\" || break; done' $B/r.xml >> $B/out/r.xml 2>/dev/null & reader=$!",
+        f"B={base}", "readers=", *readers,
         f"HOME=$B/home setpriv --reuid={TEST_UID} --regid={TEST_UID} --clear-groups -- bash -lc {shlex.quote(command)}",
         "rc=$?",
-        # Nothing of the test user may outlive pytest: a process holding the FIFO open could
-        # still append to the report.
+        # Nothing of the test user may outlive pytest: a process holding a FIFO open could
+        # still append to a copy.
         f"for _ in 1 2 3; do pkill -9 -u {TEST_UID} 2>/dev/null; sleep 0.2; done",
-        "sleep 0.3; kill -9 -- -$reader 2>/dev/null; wait $reader 2>/dev/null",
+        "sleep 0.3; for r in $readers; do kill -9 -- -$r 2>/dev/null; wait $r 2>/dev/null; done",
         "exit $rc",
     ])
 
 
 def report_path(token: str) -> str:
     """Where :func:`run_script` leaves the copy of pytest's XML (root-only)."""
-    return f"/tmp/raydist-grade-{token}/out/r.xml"
+    return f"/tmp/raydist-grade-{token}/out/{REPORT_FIFO}"
+
+
+def guard_record_path(token: str) -> str:
+    """Where :func:`run_script` leaves the copy of the guard plugin's record (root-only)."""
+    return f"/tmp/raydist-grade-{token}/out/{GUARD_FIFO}"
 
 
 @dataclass(frozen=True)
@@ -171,8 +193,10 @@ def check_report(report: JunitReport, returncode: int, wanted: Iterable[str]) ->
     """Why ``report`` cannot grade the ids ``wanted`` given pytest's exit status, else None.
 
     pytest exits 0 iff every test passed, 1 when some failed; any other status (interrupted,
-    internal error, usage error, no tests) or a status that disagrees with the report, a
-    wanted id reported twice or not at all make the run ungradable (not resolved)."""
+    internal error, usage error, no tests) or a status that disagrees with the report, or a
+    wanted id reported twice make the run ungradable (not resolved). A wanted id reported not
+    at all is no reason to reject the run: it is ``MISSING`` and, as in SWE-bench, not passed
+    (``raydist.grading.outcomes.statuses_of``)."""
     if report.problem:
         return report.problem
     if returncode not in (0, 1) or (returncode == 0) != (report.failed == 0):

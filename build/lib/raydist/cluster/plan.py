@@ -1,0 +1,112 @@
+"""The plan: every run unit of a launch, with a stable key.
+
+A run unit is one (instance, model, agent, level, seed). Its key hashes everything that
+determines its outcome: the instance's content, the model (for a served model, its server
+command and the sha256 of its weights), the agent's settings and prompt files' contents, the
+level, the seed, the view options, the sandbox's limits, network and base image, and the
+grading timeout (``unit_config_hash``). Re-running the same command therefore finds the same keys,
+which is what makes resuming exact; changing a setting that matters yields new keys, so a
+stale row is never mistaken for a result of the new configuration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Iterable, Mapping, Sequence
+
+from raydist._util.hashing import stable_hash
+
+SCRIPTED_AGENTS = ("oracle", "null")
+
+
+@dataclass(frozen=True)
+class RunUnit:
+    """One (instance, model, agent, level, seed) to run; ``config_hash`` covers the settings
+    that change its outcome (agent settings, model settings, view options)."""
+
+    instance_id: str
+    instance_hash: str
+    model: str
+    agent: str
+    level: str
+    seed: int
+    config_hash: str
+
+    @property
+    def key(self) -> str:
+        """24 hex chars identifying this unit across launches (stable under re-runs)."""
+        return stable_hash(asdict(self), 24)
+
+
+def expand_levels(levels: str | Sequence[str], implemented: Sequence[str]) -> list[str]:
+    """Resolve the ``levels`` setting.
+
+    ``levels`` is a list of level names (``L0``, ``L3``, ``L1+L3``...) or the word
+    ``implemented``, meaning every registered level. Raises ``ValueError`` naming an
+    unknown level and listing the known ones, before any unit runs.
+    """
+    if isinstance(levels, str):
+        if levels == "implemented":
+            return list(implemented)
+        levels = [levels]
+    out = []
+    for level in levels:
+        unknown = [part for part in str(level).split("+") if part not in implemented]
+        if unknown:
+            raise ValueError(
+                f"levels: unknown level {unknown[0]!r} in {level!r}; implemented levels are "
+                f"{', '.join(implemented)} (compose with '+', e.g. L0+L3)"
+            )
+        out.append(str(level))
+    return out
+
+
+#: Agent settings that cannot change a result: how long one model call may take and how
+#: often a transient failure is retried (a call that fails for good is an infrastructure error).
+KEYLESS_AGENT_SETTINGS = ("request_timeout_s", "model_retries")
+
+
+def unit_config_hash(agent: str, agent_settings: Mapping, view_options: Mapping,
+                     environment: Mapping | None = None) -> str:
+    """Hash of everything besides the instance, model, level and seed that can change a
+    unit's result: the agent's settings (limits, decoding, prompt folder; not
+    ``KEYLESS_AGENT_SETTINGS``), the view options (not the view-model timing options,
+    ``raydist.views.base.TIMING_OPTIONS``) and ``environment``: what the launch adds, e.g.
+    ``{"sandbox": {"limits", "network", "base_image"}, "grading_timeout_s", "prompts"`` (the
+    prompt files' digest) ``, "model_server"`` (command and weights' sha256)``}``
+    (``raydist.job``). Concurrency, output and cache paths are no part of it: they change
+    where and how fast, never what."""
+    from raydist.views.base import TIMING_OPTIONS
+
+    view = {name: value for name, value in view_options.items() if name not in TIMING_OPTIONS}
+    settings = {name: value for name, value in agent_settings.items() if name not in KEYLESS_AGENT_SETTINGS}
+    return stable_hash({"agent": agent, "settings": settings, "view": view, "environment": dict(environment or {})})
+
+
+def build_plan(
+    instances: Iterable,
+    *,
+    model: str,
+    agent: str,
+    levels: Sequence[str],
+    seeds: Sequence[int],
+    config_hash: str,
+) -> list[RunUnit]:
+    """Every unit of instances x levels x seeds for one model and agent, in a stable order
+    (instance, level, seed). Scripted agents do not use a model, so their units record
+    ``model="-"`` and are shared across model sweeps."""
+    model_field = "-" if agent in SCRIPTED_AGENTS else model
+    return [
+        RunUnit(
+            instance_id=inst.instance_id,
+            instance_hash=inst.content_hash(),
+            model=model_field,
+            agent=agent,
+            level=level,
+            seed=int(seed),
+            config_hash=config_hash,
+        )
+        for inst in instances
+        for level in levels
+        for seed in seeds
+    ]

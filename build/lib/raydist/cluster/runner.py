@@ -1,0 +1,250 @@
+"""Run a plan on Ray: image builds first, then units with a bounded number in flight.
+
+Ray stays at this edge: the remote functions below only call plain Python
+(``raydist.cluster.unit.execute_unit``, ``raydist.sandbox.ensure_instance_image``). Each
+finished unit's row is written by the driver the moment it arrives, so killing the driver
+loses at most the units in flight, which the next launch runs again.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from raydist.cluster.plan import RunUnit
+from raydist.cluster.unit import UnitSettings, execute_unit
+from raydist.outcomes import INFRASTRUCTURE_ERROR, RetryPolicy, classify_exception
+
+
+FAILURE = "__raydist_failure__"
+"""Key of the dict a preparation task returns instead of a record when it failed."""
+
+
+@dataclass(frozen=True)
+class RayOptions:
+    """``address``: None starts a local Ray on loopback; "auto" joins a running cluster.
+    ``retry``: how a unit that ended in an infrastructure error runs again in this launch."""
+
+    address: str | None = None
+    max_concurrency: int = 2
+    cpus_per_unit: float = 0.5
+    image_build_cpus: float = 1.0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+
+def init_ray(options: RayOptions) -> None:
+    """Start or join Ray once per process. A local instance binds 127.0.0.1 and has no
+    dashboard: on a laptop or CI machine nothing listens beyond loopback."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    if options.address:
+        ray.init(address=options.address, log_to_driver=False)
+    else:
+        ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+
+
+def raise_interrupt(signum, frame):  # noqa: ARG001 - a signal handler's signature
+    """Signal handler: stop the driver as Ctrl-C does (``KeyboardInterrupt``)."""
+    raise KeyboardInterrupt
+
+
+def interrupt_on_signals() -> None:
+    """Make Ctrl-C and SIGTERM raise ``KeyboardInterrupt`` in the driver again: ``ray.init``
+    installs handlers of its own, and a launch waiting on Ray must still stop cleanly."""
+    import signal
+
+    signal.signal(signal.SIGTERM, raise_interrupt)
+    signal.signal(signal.SIGINT, raise_interrupt)
+
+
+def _remote_unit():
+    import ray
+
+    @ray.remote(max_retries=0)
+    def run_unit(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared) -> dict:
+        return execute_unit(unit, instance, settings, endpoint, prepared)
+
+    return run_unit
+
+
+def _remote_prepare():
+    import ray
+
+    @ray.remote(max_retries=0)
+    def prepare(task, instance, options, endpoint, settings: UnitSettings) -> dict:
+        from raydist.cluster.prepare import run_preparation
+        from raydist.cluster.unit import error_fields
+
+        try:
+            return run_preparation(task, instance, options, endpoint=endpoint, docker_host=settings.docker_host,
+                                   base_image=settings.base_image, cache_dir=settings.cache_dir,
+                                   limits=settings.limits, grading_timeout_s=settings.grading_timeout_s)
+        except Exception as exc:  # noqa: BLE001 - classified here, where the exception still exists
+            return {FAILURE: error_fields(exc)}
+
+    return prepare
+
+
+def run_bounded(remote, items: Sequence, args_of: Callable[[object], tuple], limit: int,
+                on_result: Callable[[object, object, str | None], float | None],
+                on_running: Callable[[int], None] | None = None) -> None:
+    """Run ``remote.remote(*args_of(item))`` for every item of ``items`` on Ray, in order, with
+    at most ``limit`` (>= 1 used) in flight: the one bounded-concurrency loop of every stage
+    (agent runs, view preparation, DyCodeEval generation and evaluation).
+
+    ``on_result(item, result, error)`` is called in the driver as each task finishes, in
+    finishing order: ``error`` is None on success, else ``"Type: message"`` of what the task
+    raised (the Ray wrapper unwrapped; at most 4000 characters) and ``result`` None. A
+    failure never stops the loop: the other items go on. When ``on_result`` returns a number
+    of seconds (not None), the item runs again once that time has passed (the caller bounds
+    how often: ``raydist.outcomes.RetryPolicy``); meanwhile other items use the slot.
+    ``on_running(n)`` gets the number in flight after each round of submissions.
+    """
+    import ray
+
+    pending = list(items)
+    pending.reverse()
+    waiting: list[tuple[float, int, object]] = []  # (not before, order, item): re-queued items
+    in_flight: dict = {}
+    order = 0
+    while pending or in_flight or waiting:
+        now = time.monotonic()
+        due = [w for w in waiting if w[0] <= now]
+        for entry in sorted(due, key=lambda w: (w[0], w[1]), reverse=True):
+            waiting.remove(entry)
+            pending.append(entry[2])  # retries go first: their slot was theirs
+        while pending and len(in_flight) < max(1, int(limit)):
+            item = pending.pop()
+            in_flight[remote.remote(*args_of(item))] = item
+        if on_running:
+            on_running(len(in_flight))
+        next_due = min((w[0] for w in waiting), default=None)
+        timeout = None if next_due is None else max(0.0, next_due - time.monotonic())
+        if not in_flight:
+            time.sleep(timeout or 0.0)
+            continue
+        ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=timeout)
+        for ref in ready:
+            item = in_flight.pop(ref)
+            try:
+                result = ray.get(ref)
+            except Exception as exc:  # noqa: BLE001 - reported per item, the rest go on
+                cause = getattr(exc, "cause", None) or exc
+                delay = on_result(item, None, f"{type(cause).__name__}: {cause}"[:4000])
+            else:
+                delay = on_result(item, result, None)
+            if isinstance(delay, (int, float)) and not isinstance(delay, bool):
+                order += 1
+                waiting.append((time.monotonic() + float(delay), order, item))
+
+
+def run_preparations(tasks: Sequence, instances: dict, options, endpoint, settings: UnitSettings,
+                     ray_options: RayOptions, on_record: Callable[[object, dict | None, str | None], None]) -> None:
+    """Run view preparations (``raydist.cluster.prepare``) with at most
+    ``ray_options.max_concurrency`` in flight; ``on_record(task, record, failure)`` gets each
+    result at once (``failure``: None, or ``{"outcome", "error_cause", "error"}`` classified by
+    ``raydist.outcomes``, ``record`` then None; a task that died is an infrastructure error)."""
+    remote = _remote_prepare().options(num_cpus=ray_options.cpus_per_unit)
+
+    def on_result(task, result, error):
+        if error is not None:
+            on_record(task, None, {"outcome": INFRASTRUCTURE_ERROR, "error_cause": "ray_task_failed", "error": error})
+        elif isinstance(result, dict) and FAILURE in result:
+            on_record(task, None, result[FAILURE])
+        else:
+            on_record(task, result, None)
+
+    run_bounded(remote, tasks, lambda task: (task, instances[task.instance_id], options, endpoint, settings),
+                ray_options.max_concurrency, on_result)
+
+
+def _remote_image():
+    import ray
+
+    @ray.remote(max_retries=0)
+    def build_image(recipe, docker_host, base_tag, cache_dir) -> str:
+        from raydist.sandbox import connect, ensure_instance_image
+
+        return ensure_instance_image(connect(docker_host), recipe, base_tag=base_tag,
+                                     cache_dir=Path(cache_dir)).tag
+
+    return build_image
+
+
+def build_images(recipes: dict, settings: UnitSettings, options: RayOptions) -> dict[str, dict]:
+    """Build (or find) every instance image before any agent runs, in parallel.
+
+    Returns ``{recipe_key: {"outcome", "error_cause", "error"}}`` for recipes that failed
+    (``raydist.outcomes.classify_exception`` of what the build raised); their units then
+    record that error instead of each retrying the build."""
+    import ray
+
+    build = _remote_image().options(num_cpus=options.image_build_cpus)
+    refs = {key: build.remote(r, settings.docker_host, settings.base_image, settings.cache_dir)
+            for key, r in recipes.items()}
+    failed = {}
+    for key, ref in refs.items():
+        try:
+            ray.get(ref)
+        except Exception as exc:  # noqa: BLE001 - reported per recipe, the rest go on
+            cause = getattr(exc, "cause", None) or exc
+            outcome, error_cause = classify_exception(cause)
+            failed[key] = {"outcome": outcome, "error_cause": error_cause,
+                           "error": f"instance image could not be built: {type(cause).__name__}: {cause}"}
+    return failed
+
+
+def run_units(
+    units: Sequence[RunUnit],
+    instances: dict,
+    settings: UnitSettings,
+    endpoint,
+    options: RayOptions,
+    on_row: Callable[[dict], None],
+    progress=None,
+    prepared: dict | None = None,
+) -> None:
+    """Run ``units`` with at most ``options.max_concurrency`` in flight; ``on_row`` gets
+    each row at once; ``prepared`` maps a unit's key to its ``raydist.views.Prepared``
+    (L1/L4 inputs).
+
+    A unit whose row is an ``infrastructure_error`` (or whose task died: worker killed, node
+    lost) runs again after ``options.retry``'s backoff, at most ``options.retry.max_attempts``
+    times in all; every attempt's row goes to ``on_row`` (the last one stays), with
+    ``attempts`` counting the tries. Input errors and bugs never run again."""
+    remote = _remote_unit().options(num_cpus=options.cpus_per_unit)
+    attempts: dict[str, int] = {}
+
+    def finished(unit: RunUnit, row: dict | None, error: str | None) -> float | None:
+        if error is not None:
+            row = error_row(unit, f"run unit task failed: {error}", cause="ray_task_failed")
+        attempts[unit.key] = attempts.get(unit.key, 0) + 1
+        row = {**row, "attempts": attempts[unit.key]}
+        delay = options.retry.delay(attempts[unit.key], row.get("outcome"), row.get("retry_after"))
+        on_row(row)
+        if delay is not None:
+            print(f"  {unit.instance_id} {unit.level} seed {unit.seed}: {row.get('error_cause')} "
+                  f"(attempt {attempts[unit.key]} of {options.retry.max_attempts}); again in {delay:g} s",
+                  flush=True)
+        elif progress:
+            progress.finished(row)
+        return delay
+
+    run_bounded(remote, units,
+                lambda unit: (unit, instances[unit.instance_id], settings, endpoint, (prepared or {}).get(unit.key)),
+                options.max_concurrency, finished, progress.running if progress else None)
+
+
+def error_row(unit: RunUnit, message: str, *, outcome: str = INFRASTRUCTURE_ERROR, cause: str) -> dict:
+    """The result row of a unit that could not run: ``outcome`` (one of
+    ``raydist.outcomes.ERRORS``; infrastructure errors run again, within the retry bound and
+    on resume) and ``cause`` (the ``error_cause`` token); ``message`` is kept to 4000 characters."""
+    return {"key": unit.key, "instance_id": unit.instance_id, "model": unit.model, "agent": unit.agent,
+            "level": unit.level, "seed": unit.seed, "config_hash": unit.config_hash, "resolved": False,
+            "error": message[:4000], "outcome": outcome, "error_cause": cause, "attempts": 1}

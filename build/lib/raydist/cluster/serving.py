@@ -1,0 +1,85 @@
+"""The model a launch talks to, for the duration of the launch.
+
+A local model (an entry of ``local_models``) is served by a ``ModelServer`` Ray actor that
+raydist starts here and stops when the block exits, also on error or interrupt; a hosted
+model needs no server. Scripted agents use no model at all.
+
+The actor supervises its server (``raydist.models.supervisor``): a server that dies or hangs
+is restarted, within a bound, possibly on another port. The endpoint names the actor
+(``server_name``), so model calls in Ray tasks ask it for the current address.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from contextlib import contextmanager
+from typing import Iterator
+
+
+@contextmanager
+def serve_model(model: str, model_cfg: dict | None) -> Iterator:
+    """Yield the ``ModelEndpoint`` of ``model`` (agents and view preparation use it).
+
+    ``model_cfg`` is the ``local_models`` entry (command, model_path, grammar_server,
+    num_cpus, num_gpus, startup_timeout_s, and optionally health_path, liveness_path and
+    ``supervisor``: fields of ``SupervisorPolicy``), an entry with only ``litellm_model`` and
+    ``api_base`` for an OpenAI-compatible server that already runs (its ``grammar_server``
+    defaults to ``none``), or None for a hosted litellm model; in the
+    command, ``{python}`` is this interpreter and ``{host}``, ``{port}``, ``{model_path}``
+    are filled in by the server actor. Raises
+    ``ModelServerError`` with the server's log tail when a local server does not start."""
+    from raydist.models.endpoint import ModelEndpoint
+
+    if model_cfg is None:
+        yield ModelEndpoint(litellm_model=model)
+        return
+    if model_cfg.get("api_base") and not model_cfg.get("command"):
+        # An OpenAI-compatible server someone else runs: reached as is, nothing to start.
+        yield ModelEndpoint(litellm_model=model_cfg["litellm_model"], api_base=model_cfg["api_base"], local=True,
+                            grammar_server=model_cfg.get("grammar_server", "none"))
+        return
+    import ray
+
+    from raydist.models.pricing import register_local_model
+    from raydist.models.server import ModelServer
+
+    model_path = model_cfg.get("model_path")
+    # `{python}` is this interpreter, so the server runs from the same environment as raydist.
+    command = [part.replace("{python}", sys.executable) for part in model_cfg["command"]]
+    from raydist.models.server import ModelServerError
+    from raydist.models.supervisor import SupervisorPolicy
+
+    policy = dict(model_cfg.get("supervisor") or {})
+    try:
+        SupervisorPolicy(**policy)  # a bad key or value fails here, named, not inside the actor
+    except (TypeError, ValueError) as exc:
+        raise ModelServerError(f"local_models.{model}.supervisor={policy}: {exc}; its keys are the fields of "
+                               "raydist.models.supervisor.SupervisorPolicy") from exc
+    name = f"raydist-model-server-{uuid.uuid4().hex[:12]}"  # unique: several launches may share a cluster
+    namespace = ray.get_runtime_context().namespace
+    server = ModelServer.options(
+        name=name, namespace=namespace,
+        num_cpus=model_cfg.get("num_cpus", 1), num_gpus=model_cfg.get("num_gpus", 0),
+    ).remote(
+        command,
+        model_path=None if model_path in (None, "embedded") else model_path,
+        startup_timeout=float(model_cfg.get("startup_timeout_s", 180)),
+        health_path=model_cfg.get("health_path", "/v1/models"),
+        liveness_path=model_cfg.get("liveness_path"),
+        policy=policy,
+    )
+    try:
+        api_base = ray.get(server.start.remote())
+        register_local_model(model_cfg["litellm_model"])
+        yield ModelEndpoint(
+            litellm_model=model_cfg["litellm_model"], api_base=api_base, local=True,
+            grammar_server=model_cfg.get("grammar_server", "llama_cpp"),
+            server_name=name, server_namespace=namespace,
+        )
+    finally:
+        try:
+            ray.get(server.stop.remote(), timeout=30)
+        except Exception:  # noqa: BLE001 - the actor is killed below either way
+            pass
+        ray.kill(server)

@@ -1,0 +1,211 @@
+"""Grading one patch with SWE-bench semantics in a fresh container.
+
+Steps (as swebench/harness/run_evaluation.py and its eval script do them): apply the model
+patch (``GIT_APPLY_CMDS``, :mod:`raydist.grading.apply`); put back the test infrastructure it
+changed (:mod:`raydist.grading.infra`); restore the files the test patch touches to the base
+commit; apply the test patch; run the instance's test command. Per-test outcomes come from
+pytest's junit XML through a channel the tests cannot forge by printing
+(:mod:`raydist.grading.junit`, ``grading_channel="junit"``); a test command that is not one
+plain pytest call is graded from its log with SWE-bench's pytest log parser
+(``grading_channel="log"``). The instance is resolved iff every FAIL_TO_PASS and every
+PASS_TO_PASS test passes (swebench.harness.grading: ``get_eval_tests_report`` /
+``get_resolution_status``).
+"""
+from __future__ import annotations
+
+import secrets
+import shlex
+from dataclasses import dataclass
+
+import docker
+
+from raydist.grading.apply import ApplyResult, apply_patch
+from raydist.grading.infra import infra_changes, infra_kind
+from raydist.grading.junit import (check_report, is_pytest_command, junit_key, parse_junit,
+                                   report_path, run_script, setup_script)
+from raydist.outcomes import InfrastructureError
+from raydist.grading.outcomes import is_resolved, parse_test_log, statuses_of
+from raydist.grading.test_files import restore_command, touched_files
+from raydist.sandbox import Limits, Sandbox
+
+RESTORE_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class GradeResult:
+    """Outcome of grading one patch.
+
+    ``tests``: every parsed test id -> ``PASSED``/``FAILED``/``ERROR``/``SKIPPED``/``XFAIL``;
+    ``fail_to_pass`` / ``pass_to_pass``: each of the instance's ids -> its status, or
+    ``MISSING`` when the log does not report it; ``log``: apply and test output; ``error``:
+    why grading stopped short (patch not applying, timeout, a junit report that fails its
+    checks), else ``None``; ``grading_channel``: ``junit`` or ``log`` (where ``tests`` came
+    from); ``test_infra_changed``: test-infrastructure paths the model patch changed, which
+    were put back before the run; ``error_cause``: a short token for ``error``:
+    ``patch_does_not_apply`` and ``test_patch_does_not_apply`` (before the tests), or
+    ``tests_timed_out`` and ``junit_rejected`` (the run cannot grade the patch: not resolved).
+    """
+
+    resolved: bool
+    applied: bool
+    apply_method: str
+    tests: dict[str, str]
+    fail_to_pass: dict[str, str]
+    pass_to_pass: dict[str, str]
+    log: str
+    error: str | None
+    grading_channel: str = "log"
+    test_infra_changed: tuple[str, ...] = ()
+    error_cause: str | None = None
+
+
+def grade(client: docker.DockerClient, instance, image_tag: str, model_patch: str, *,
+          timeout: float = 900, limits: Limits | None = None) -> GradeResult:
+    """Grade ``model_patch`` (a unified diff in original coordinates) for ``instance`` in a
+    fresh container from ``image_tag``; ``timeout`` bounds the test run, in seconds.
+
+    ``instance`` provides ``instance_id, test_patch, test_cmd, FAIL_TO_PASS, PASS_TO_PASS``.
+    A patch that does not apply, a test patch that does not apply and a test timeout are
+    recorded outcomes (``resolved=False`` with ``error`` set), never exceptions. Raises
+    ``ValueError`` when the instance has no ``test_cmd``, ``InfrastructureError`` (cause
+    ``grading_sandbox``) when the container cannot run the tests as an unprivileged user.
+    """
+    if not instance.test_cmd:
+        raise ValueError(f"instance {instance.instance_id!r} has no test_cmd; add the command "
+                         "that runs its tests (e.g. `python -m pytest -rA <files>`)")
+    channel = "junit" if is_pytest_command(instance.test_cmd) else "log"
+    with Sandbox.create(client, image_tag, limits=limits or Limits(), name=f"grade-{instance.instance_id}", user="root",
+                        labels={"raydist.role": "grade", "raydist.instance": instance.instance_id}) as box:
+        # The image's /testbed may belong to its own user; git refuses such a tree to root.
+        box.exec("git config --global --add safe.directory '*'", timeout=RESTORE_TIMEOUT)
+        model = apply_patch(box, model_patch, label="model")
+        if not model.applied:
+            return _stopped(instance, model, model.output,
+                            f"patch does not apply: {instance.instance_id}: {_tail(model.output)}", channel,
+                            cause="patch_does_not_apply")
+        infra = _put_back_infra(box) if model.method != "empty" else ()
+        prepared = _prepare_tests(box, instance)
+        if isinstance(prepared, str):
+            return _stopped(instance, model, prepared, f"{instance.instance_id}: {_tail(prepared)}", channel, infra,
+                            cause="test_patch_does_not_apply")
+        if channel == "junit":
+            token = secrets.token_hex(16)
+            setup = box.exec(setup_script(token), timeout=RESTORE_TIMEOUT)
+            if setup.returncode != 0:
+                raise InfrastructureError(
+                    f"the grading container of {instance.instance_id!r} cannot run the tests as an unprivileged "
+                    f"user (needs root with CAP_CHOWN/CAP_SETUID and setpriv): {setup.output[-500:]}",
+                    cause="grading_sandbox")
+            run = box.exec(run_script(instance.test_cmd, token), timeout=timeout)
+            copy = report_path(token).lstrip("/")
+            xml = box.read_files([copy], root="/")[copy] or b""  # no copy at all: no report
+        else:
+            run, xml = box.exec(instance.test_cmd, timeout=timeout), None
+    log = f"{_section('model patch: ' + model.method, model.output)}{_section('tests', run.output)}"
+    return _graded(instance, model, run, xml, log, timeout, infra)
+
+
+def _changed_paths(box: Sandbox) -> list[str]:
+    """Paths of /testbed that differ from HEAD (modified, deleted, untracked and ignored)."""
+    res = box.exec("git status --porcelain -z --untracked-files=all --ignored --no-renames", timeout=RESTORE_TIMEOUT)
+    if res.returncode != 0:
+        raise RuntimeError(f"git status failed in the grading container: {res.output[-2000:]}")
+    return [entry[3:] for entry in res.output.split("\0") if len(entry) > 3]
+
+
+def _put_back_infra(box: Sandbox) -> tuple[str, ...]:
+    """Restore the test infrastructure the applied model patch changed to HEAD; its paths."""
+    candidates = [p for p in _changed_paths(box) if infra_kind(p)]
+    sections = [p for p in candidates if infra_kind(p) == "section"]
+    texts: dict[str, tuple[str | None, str | None]] = {p: (None, "") for p in candidates}
+    if sections:
+        after = box.read_files(sections)
+        for path in sections:
+            head = box.exec(f"git show HEAD:{shlex.quote(path)}", timeout=RESTORE_TIMEOUT)
+            data = after[path]
+            texts[path] = (head.output if head.returncode == 0 else None,
+                           None if data is None else data.decode("utf-8", errors="replace"))
+    changed = infra_changes(texts)
+    if changed:
+        reset = box.exec(restore_command(changed), timeout=RESTORE_TIMEOUT)
+        if reset.returncode != 0:
+            raise RuntimeError(f"could not put back test infrastructure {changed}: {reset.output[-2000:]}")
+    return tuple(changed)
+
+
+def _prepare_tests(box: Sandbox, instance) -> None | str:
+    """Reset the test files to HEAD and apply the test patch; a message when that fails."""
+    files = touched_files(instance.test_patch)
+    if files:
+        reset = box.exec(restore_command(files), timeout=RESTORE_TIMEOUT)
+        if reset.returncode != 0:
+            return f"restoring test files to HEAD failed: {reset.output}"
+    tests = apply_patch(box, instance.test_patch, label="test", fallbacks=False)
+    if not tests.applied:
+        return f"test patch does not apply: {tests.output}"
+    return None
+
+
+def _graded(instance, model: ApplyResult, run, xml: bytes | None, log: str, timeout: float,
+            infra: tuple[str, ...]) -> GradeResult:
+    f2p, p2p = tuple(instance.FAIL_TO_PASS), tuple(instance.PASS_TO_PASS)
+    error = f"{instance.instance_id}: tests timed out after {timeout:g}s" if run.timed_out else None
+    cause = "tests_timed_out" if error else None
+    if xml is None:
+        channel, tests = "log", parse_test_log(run.output)
+        keyed = tests
+        lookup = {t: t for t in f2p + p2p}
+    else:
+        channel = "junit"
+        report = parse_junit(xml)
+        problem = check_report(report, run.returncode, f2p + p2p)
+        if error is None and problem:
+            error, cause = f"{instance.instance_id}: junit report rejected: {problem}", "junit_rejected"
+        keyed = report.statuses
+        lookup = {t: junit_key(t) for t in f2p + p2p}
+        tests = _node_ids(keyed, instance)
+    f2p_status = {t: statuses_of([lookup[t]], keyed)[lookup[t]] for t in f2p}
+    p2p_status = {t: statuses_of([lookup[t]], keyed)[lookup[t]] for t in p2p}
+    resolved = error is None and is_resolved(keyed, [lookup[t] for t in f2p], [lookup[t] for t in p2p])
+    return GradeResult(
+        resolved=resolved, applied=True, apply_method=model.method, tests=tests,
+        fail_to_pass=f2p_status, pass_to_pass=p2p_status, log=log, error=error,
+        grading_channel=channel, test_infra_changed=infra, error_cause=cause,
+    )
+
+
+def _node_ids(statuses: dict[str, str], instance) -> dict[str, str]:
+    """junit keys (``classname::name``) back to pytest node ids, using the test files the
+    instance names (its ids and test patch); a key of an unknown file is kept as it is."""
+    files = {t.split("::", 1)[0] for t in (*instance.FAIL_TO_PASS, *instance.PASS_TO_PASS)}
+    files |= {p for p in touched_files(instance.test_patch) if p.endswith(".py")}
+    prefixes = sorted(((junit_key(f + "::x").rsplit("::", 1)[0], f) for f in files), key=lambda x: -len(x[0]))
+    out = {}
+    for key, status in statuses.items():
+        classname, _, name = key.rpartition("::")
+        node = key
+        for prefix, path in prefixes:
+            if classname == prefix or classname.startswith(prefix + "."):
+                node = "::".join([path, *filter(None, classname[len(prefix) + 1:].split(".")), name])
+                break
+        out[node] = status
+    return out
+
+
+def _stopped(instance, model: ApplyResult, log: str, error: str, channel: str,
+             infra: tuple[str, ...] = (), *, cause: str) -> GradeResult:
+    missing = "MISSING"
+    return GradeResult(
+        resolved=False, applied=model.applied, apply_method=model.method, tests={},
+        fail_to_pass={t: missing for t in instance.FAIL_TO_PASS},
+        pass_to_pass={t: missing for t in instance.PASS_TO_PASS},
+        log=log, error=error, grading_channel=channel, test_infra_changed=infra, error_cause=cause,
+    )
+
+
+def _section(title: str, text: str) -> str:
+    return f">>>>> {title}\n{text.rstrip()}\n"
+
+
+def _tail(text: str, lines: int = 8) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])

@@ -1,0 +1,150 @@
+"""The Arrow schemas of ``runs.parquet`` (one row per run unit) and ``steps.parquet`` (one
+row per command an agent ran).
+
+Units: seconds for times, tokens for token counts, US dollars for cost (0 for local models).
+``outcome`` is the one taxonomy of ``raydist.outcomes`` (resolved, unresolved, input_error,
+infrastructure_error, bug); ``error`` holds the message of an error outcome (a bug's with its
+traceback) and, for a finished unit, what stopped it short (a model error, a patch that does
+not apply, a test timeout).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import pyarrow as pa
+
+RUNS_SCHEMA = pa.schema(
+    [
+        pa.field("key", pa.string(), nullable=False),
+        pa.field("instance_id", pa.string(), nullable=False),
+        pa.field("model", pa.string(), nullable=False),
+        pa.field("agent", pa.string(), nullable=False),
+        pa.field("level", pa.string(), nullable=False),
+        pa.field("seed", pa.int64(), nullable=False),
+        pa.field("config_hash", pa.string(), nullable=False),
+        pa.field("resolved", pa.bool_(), nullable=False),
+        # The one outcome taxonomy (raydist.outcomes): resolved | unresolved | input_error |
+        # infrastructure_error | bug; agent_exit says how a finished agent run ended
+        # (submitted, step_limit, cost_limit, time_limit, format_errors, model_error);
+        # error_cause groups errors (docker, model_unreachable, disk_full, ...); attempts
+        # counts the tries the unit took in its last launch (infrastructure retries).
+        pa.field("outcome", pa.string()),
+        pa.field("agent_exit", pa.string()),
+        pa.field("error_cause", pa.string()),
+        pa.field("attempts", pa.int64()),
+        pa.field("exit_status", pa.string()),
+        pa.field("steps", pa.int64()),
+        pa.field("input_tokens", pa.int64()),
+        pa.field("output_tokens", pa.int64()),
+        pa.field("cost", pa.float64()),
+        pa.field("agent_seconds", pa.float64()),
+        pa.field("grading_seconds", pa.float64()),
+        pa.field("wall_seconds", pa.float64()),
+        pa.field("patch_applied", pa.bool_()),
+        pa.field("apply_method", pa.string()),
+        pa.field("fail_to_pass_passed", pa.int64()),
+        pa.field("fail_to_pass_total", pa.int64()),
+        pa.field("pass_to_pass_passed", pa.int64()),
+        pa.field("pass_to_pass_total", pa.int64()),
+        pa.field("model_patch", pa.string()),
+        pa.field("view_files", pa.int64()),
+        pa.field("view_meta", pa.string()),
+        # L1 (§III-B): "paraphrase" when a verified paraphrase was shown, "canonical" when none
+        # passed the verifier (or the level has no L1), with the attempts spent.
+        pa.field("statement_source", pa.string()),
+        pa.field("statement_attempts", pa.int64()),
+        # Action taxonomy (§IV RQ2): steps per category, from raydist.agents.taxonomy.
+        pa.field("actions_navigate", pa.int64()),
+        pa.field("actions_search", pa.int64()),
+        pa.field("actions_read", pa.int64()),
+        pa.field("actions_probe", pa.int64()),
+        pa.field("actions_edit", pa.int64()),
+        pa.field("actions_test", pa.int64()),
+        pa.field("actions_submit", pa.int64()),
+        pa.field("actions_other", pa.int64()),
+        # Leak audit (§III-F): original repository-internal names shown to the agent, summed
+        # over every observation of the run (0 is the requirement).
+        pa.field("leak_count", pa.int64()),
+        # Exposure audit (raydist.views.audit): the distinct identity tokens of the original
+        # repository found in what the agent was shown (JSON list), and how many names the
+        # view left unmapped (listed with their reasons in view_meta).
+        pa.field("leaked_names", pa.string()),
+        pa.field("unmapped_names", pa.int64()),
+        # Memorisation signal: original (hidden) names the agent typed in its commands
+        # without having been shown them, counted and listed (JSON list).
+        pa.field("memorised_count", pa.int64()),
+        pa.field("memorised_names", pa.string()),
+        # Grading: where per-test outcomes came from (junit | log), and test infrastructure
+        # files the patch changed (conftest.py, pytest.ini, tox.ini, ...; JSON list).
+        pa.field("grading_channel", pa.string()),
+        pa.field("test_infra_changed", pa.string()),
+        pa.field("trajectory", pa.string()),
+        pa.field("error", pa.string()),
+        pa.field("finished_at", pa.string()),
+    ]
+)
+
+_DEFAULTS = {"resolved": False}
+
+
+def normalise_row(row: Mapping) -> dict:
+    """A dict with exactly the schema's fields (missing ones None, unknown ones dropped).
+
+    Raises ``KeyError`` naming a missing non-nullable field."""
+    out = {}
+    for field in RUNS_SCHEMA:
+        value = row.get(field.name, _DEFAULTS.get(field.name))
+        if value is None and not field.nullable:
+            raise KeyError(f"result row lacks required field {field.name!r}")
+        out[field.name] = value
+    return out
+
+
+# One row per executed command, for the action-mix (§IV RQ2) and leak (§III-F) analyses.
+# ``command`` is as the agent wrote it (view coordinates), ``executed`` as it ran (original
+# coordinates); ``input_tokens``/``output_tokens`` are the producing model call's, on the
+# first command of that call only (0 for its other commands and for scripted agents).
+STEPS_SCHEMA = pa.schema(
+    [
+        pa.field("key", pa.string(), nullable=False),
+        pa.field("instance_id", pa.string(), nullable=False),
+        pa.field("model", pa.string(), nullable=False),
+        pa.field("agent", pa.string(), nullable=False),
+        pa.field("level", pa.string(), nullable=False),
+        pa.field("seed", pa.int64(), nullable=False),
+        pa.field("step", pa.int64(), nullable=False),
+        pa.field("command", pa.string(), nullable=False),
+        pa.field("executed", pa.string(), nullable=False),
+        pa.field("category", pa.string(), nullable=False),
+        pa.field("returncode", pa.int64()),
+        pa.field("seconds", pa.float64()),
+        pa.field("timed_out", pa.bool_()),
+        pa.field("input_tokens", pa.int64()),
+        pa.field("output_tokens", pa.int64()),
+        pa.field("leak_count", pa.int64()),
+        pa.field("leaked_names", pa.string()),
+        pa.field("memorised_count", pa.int64()),
+        pa.field("memorised_names", pa.string()),
+    ]
+)
+
+_UNIT_FIELDS = ("key", "instance_id", "model", "agent", "level", "seed")
+
+
+def step_rows(row: Mapping, records) -> list[dict]:
+    """The ``STEPS_SCHEMA`` rows of one unit: each of ``records`` (``ViewEnvironment.steps``
+    dicts) with the unit fields of ``row`` prefixed and unknown keys dropped.
+
+    Raises ``KeyError`` naming a missing non-nullable field."""
+    out = []
+    for record in records:
+        merged = {**record, **{name: row.get(name) for name in _UNIT_FIELDS}}
+        step = {}
+        for field in STEPS_SCHEMA:
+            value = merged.get(field.name)
+            if value is None and not field.nullable:
+                raise KeyError(f"step record lacks required field {field.name!r}")
+            step[field.name] = value
+        out.append(step)
+    return out

@@ -1,0 +1,219 @@
+"""Durable result rows and the tables compiled from them.
+
+Each finished unit's row is written at once as ``rows/<key>.parquet`` through a uniquely
+named temporary file and an atomic rename (every file here is written that way), so a driver killed at any moment leaves either the whole row or
+nothing; one file per key means a re-run can never duplicate a row. The unit's step records
+travel in the row dict under ``step_records`` and go to ``steps/<key>.parquet`` the same
+way, before the row, so a row on disk always has its steps beside it. ``compile`` gathers
+the rows of a plan into ``runs.parquet``, ``steps.parquet`` and ``preds.jsonl``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterable, Mapping
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from raydist.outcomes import OUTCOMES, retryable
+from raydist.results.schema import RUNS_SCHEMA, STEPS_SCHEMA, normalise_row, step_rows
+
+
+class ResultStore:
+    """The result rows of one run directory.
+
+    ``run_dir`` layout: ``rows/<key>.parquet`` (one per finished unit), ``steps/<key>.parquet``
+    (its executed commands, when it ran any), ``trajectories/``, ``runs.parquet``,
+    ``steps.parquet``, ``preds.jsonl``, ``summary.md``.
+    """
+
+    def __init__(self, run_dir: str | Path):
+        self.run_dir = Path(run_dir)
+        self.rows_dir = self.run_dir / "rows"
+        self.steps_dir = self.run_dir / "steps"
+        self.trajectories_dir = self.run_dir / "trajectories"
+        for folder in (self.rows_dir, self.steps_dir, self.trajectories_dir):
+            folder.mkdir(parents=True, exist_ok=True)
+
+    def row_path(self, key: str) -> Path:
+        return self.rows_dir / f"{key}.parquet"
+
+    def steps_path(self, key: str) -> Path:
+        return self.steps_dir / f"{key}.parquet"
+
+    def read_row(self, key: str) -> dict | None:
+        """The stored row of unit ``key``, or None. A row file that cannot be read (a disk
+        that filled up mid-write before the rename cannot produce one, but a damaged disk
+        can) counts as absent so the unit runs again."""
+        path = self.row_path(key)
+        if not path.exists():
+            return None
+        try:
+            return pq.read_table(path).to_pylist()[0]
+        except Exception:
+            return None
+
+    def read_steps(self, key: str) -> list[dict] | None:
+        """The stored ``STEPS_SCHEMA`` rows of unit ``key`` in step order (``[]`` when it ran no
+        command), or None when its steps file cannot be read."""
+        path = self.steps_path(key)
+        if not path.exists():
+            return []
+        try:
+            return pq.read_table(path).to_pylist()
+        except Exception:
+            return None
+
+    def finished_keys(self, keys: Iterable[str], *, retry_errors: bool) -> set[str]:
+        """Keys among ``keys`` that need no run: a row with an ``outcome`` exists, its steps
+        (if any) can be read and, with ``retry_errors``, its outcome is not an
+        ``infrastructure_error`` (``raydist.outcomes.retryable``). Input errors and bugs stay:
+        rerunning would fail the same way."""
+        done = set()
+        for key in keys:
+            row = self.read_row(key)
+            if row is None or row.get("outcome") not in OUTCOMES or self.read_steps(key) is None:
+                continue
+            if retry_errors and retryable(row["outcome"]):
+                continue
+            done.add(key)
+        return done
+
+    def write_row(self, row: Mapping) -> Path:
+        """Write one unit's row durably (fsync, then atomic rename). Returns its path.
+
+        ``row["step_records"]`` (optional: ``ViewEnvironment.steps`` dicts) is written first
+        as the unit's steps file; a row without step records removes a steps file left by an
+        earlier attempt of the unit, so the steps on disk are always the row's own.
+
+        Raises ``OSError`` (e.g. ENOSPC for a full disk) with the path in the message; the
+        rows already written are untouched. Raises ``KeyError`` naming a missing field."""
+        table = pa.Table.from_pylist([normalise_row(row)], schema=RUNS_SCHEMA)
+        steps = step_rows(row, row.get("step_records") or ())
+        if steps:
+            _durable_write(pa.Table.from_pylist(steps, schema=STEPS_SCHEMA), self.steps_path(row["key"]), "steps")
+        else:
+            self.steps_path(row["key"]).unlink(missing_ok=True)
+        return _durable_write(table, self.row_path(row["key"]), "result row")
+
+    def compile(self, keys: Iterable[str]) -> pa.Table:
+        """Write ``runs.parquet`` (one row per finished unit among ``keys``, in plan order),
+        ``steps.parquet`` (their executed commands, ``STEPS_SCHEMA``, in plan then step
+        order; an unreadable steps file contributes none), ``preds.jsonl`` (SWE-bench
+        predictions format plus ``level``, ``seed``, ``unit``, every unit) and
+        ``preds/<level>.s<seed>.jsonl``: one file per view with one prediction per instance,
+        which the official harness takes as is (``python -m swebench.harness.run_evaluation
+        --predictions_path ...``; it keys predictions by instance_id, so views must not share a
+        file). Their ``model_name_or_path`` names the view, so harness logs do not collide.
+        Returns the runs table."""
+        rows = [r for r in (self.read_row(k) for k in keys) if r is not None]
+        table = pa.Table.from_pylist(rows, schema=RUNS_SCHEMA)
+        _atomic_write_parquet(table, self.run_dir / "runs.parquet")
+        steps = [s for r in rows for s in (self.read_steps(r["key"]) or [])]
+        _atomic_write_parquet(pa.Table.from_pylist(steps, schema=STEPS_SCHEMA), self.run_dir / "steps.parquet")
+        preds = [
+            {
+                "instance_id": r["instance_id"],
+                "model_name_or_path": r["model"] if r["model"] != "-" else r["agent"],
+                "model_patch": r["model_patch"] or "",
+                "level": r["level"],
+                "seed": r["seed"],
+                "unit": r["key"],
+            }
+            for r in rows
+        ]
+        atomic_write_text(self.run_dir / "preds.jsonl", "".join(json.dumps(p) + "\n" for p in preds))
+        per_view: dict[tuple[str, int], list[dict]] = {}
+        for p in preds:
+            per_view.setdefault((p["level"], p["seed"]), []).append(
+                {"instance_id": p["instance_id"], "model_patch": p["model_patch"],
+                 "model_name_or_path": f"{p['model_name_or_path']}__{p['level']}__s{p['seed']}"})
+        folder = self.run_dir / "preds"
+        folder.mkdir(exist_ok=True)
+        for (level, seed), items in per_view.items():
+            atomic_write_text(folder / f"{level}.s{seed}.jsonl", "".join(json.dumps(p) + "\n" for p in items))
+        return table
+
+
+def _durable_write(table: pa.Table, final: Path, what: str) -> Path:
+    """Write ``table`` to ``final`` through an fsynced temporary file and an atomic rename."""
+    try:
+        with _temporary_beside(final) as (fh, tmp):
+            pq.write_table(table, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+            os.replace(tmp, final)
+    except OSError as exc:
+        raise OSError(exc.errno, f"could not write {what} {final}: {exc.strerror}") from exc
+    return final
+
+
+@contextmanager
+def _temporary_beside(path: Path):
+    """``(binary file, its path)``: a new temporary file in ``path``'s folder with a unique name
+    (``tempfile``), removed on the way out unless it was renamed, so two writers never share
+    one and a failed write leaves nothing."""
+    handle = tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False)
+    tmp = Path(handle.name)
+    try:
+        os.fchmod(handle.fileno(), 0o644)  # as a plain open() would: mkstemp's 0600 hides results from readers
+        with handle:
+            yield handle, tmp
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Replace ``path`` by ``text`` (UTF-8) at once: readers see the old file or the new one,
+    never a part (unique temporary name, then ``os.replace``)."""
+    with _temporary_beside(Path(path)) as (fh, tmp):
+        fh.write(text.encode("utf-8"))
+        fh.flush()
+        os.replace(tmp, path)
+
+
+def _atomic_write_parquet(table: pa.Table, path: Path) -> None:
+    with _temporary_beside(path) as (fh, tmp):
+        pq.write_table(table, fh)
+        fh.flush()
+        os.replace(tmp, path)
+
+
+class RunDirBusy(RuntimeError):
+    """Another launch holds the run directory's lock."""
+
+
+LOCK_NAME = ".launch.lock"
+
+
+@contextmanager
+def run_dir_lock(run_dir: str | Path):
+    """Hold the lock of ``run_dir`` (``fcntl.flock`` on ``<run_dir>/.launch.lock``) for the
+    duration of the ``with`` block: one launch at a time writes a run directory. The lock
+    file holds the holder's pid; the kernel releases the lock when the process ends, however
+    it ends (kill -9 included), so a stale file never blocks a later launch.
+
+    Raises ``RunDirBusy`` at once (no waiting) when another process holds it, naming the run
+    directory and the holder's pid."""
+    folder = Path(run_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / LOCK_NAME
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            raise RunDirBusy(f"run directory {folder} is in use by another launch (pid {holder}); wait for it "
+                             f"to finish, or choose another output_root") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield path
+    finally:
+        os.close(fd)  # releases the lock

@@ -1,0 +1,160 @@
+"""The run summary: resolved rate per model x agent x level over the finished units, with mean
+steps and tokens, the units that ended in an error counted apart (by outcome and cause), then
+the action mix and the leak audit.
+
+Metrics follow SchrodingerRepo §V-B: Pass@1 (here the resolved rate of single runs,
+averaged over views and seeds), average actions (steps), average input and output tokens.
+The action mix is §IV RQ2's taxonomy; the leak count is §III-F's audit.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from raydist.outcomes import BUG, ERRORS, FINISHED, INFRASTRUCTURE_ERROR, INPUT_ERROR, RESOLVED
+from raydist.results.schema import RUNS_SCHEMA
+
+# The action taxonomy's categories in the schema's column order (§IV RQ2's navigate, search, read,
+# probe, edit, test, then submit, other), so the results package needs no agent imports.
+CATEGORIES = tuple(f.name.removeprefix("actions_") for f in RUNS_SCHEMA if f.name.startswith("actions_"))
+
+
+def summarise(table: pa.Table) -> list[dict]:
+    """One dict per (model, agent, level), sorted by model, agent, level: ``units`` (rows),
+    ``finished`` (outcome ``resolved`` or ``unresolved``), ``resolved``, and over the finished
+    units only ``resolved_rate`` (resolved / finished; 0.0 when none finished),
+    ``mean_steps``, ``mean_input_tokens``, ``mean_output_tokens`` and ``cost`` (USD, summed);
+    then the error outcomes counted apart: ``input_error``, ``infrastructure_error``, ``bug``.
+
+    A unit that ended in an error has no result: counting it as unresolved would lower the
+    rate for a broken machine, and its steps would enter the means (raydist.outcomes)."""
+    groups: dict[tuple, list[dict]] = {}
+    for row in table.select(["model", "agent", "level", "outcome", "steps", "input_tokens", "output_tokens",
+                             "cost"]).to_pylist():
+        groups.setdefault((row["model"], row["agent"], row["level"]), []).append(row)
+    out = []
+    for (model, agent, level), rows in sorted(groups.items()):
+        done = [r for r in rows if r["outcome"] in FINISHED]
+        resolved = sum(r["outcome"] == RESOLVED for r in done)
+        out.append({
+            "model": model, "agent": agent, "level": level, "units": len(rows), "finished": len(done),
+            "resolved": resolved, "resolved_rate": resolved / len(done) if done else 0.0,
+            "mean_steps": _mean(done, "steps"), "mean_input_tokens": _mean(done, "input_tokens"),
+            "mean_output_tokens": _mean(done, "output_tokens"), "cost": float(sum(r["cost"] or 0.0 for r in done)),
+            **{outcome: sum(r["outcome"] == outcome for r in rows) for outcome in ERRORS},
+        })
+    return out
+
+
+def _mean(rows: list[dict], column: str) -> float:
+    return sum(r[column] or 0 for r in rows) / len(rows) if rows else 0.0
+
+
+def error_counts(table: pa.Table) -> list[dict]:
+    """The units that ended in an error, counted by ``(outcome, error_cause)``:
+    ``[{"outcome", "error_cause", "units", "example"}]`` with ``example`` one such row's
+    ``instance_id level seed: first line of its error``; in ``ERRORS`` order, then by count
+    (descending) and cause."""
+    counts: dict[tuple[str, str], list] = {}
+    for row in table.select(["instance_id", "level", "seed", "outcome", "error_cause", "error"]).to_pylist():
+        if row["outcome"] in ERRORS:
+            entry = counts.setdefault((row["outcome"], row["error_cause"] or "unknown"), [0, row])
+            entry[0] += 1
+    out = []
+    for (outcome, cause), (n, row) in counts.items():
+        first = (row["error"] or "").strip().splitlines()[0][:300] if row["error"] else ""
+        out.append({"outcome": outcome, "error_cause": cause, "units": n,
+                    "example": f"{row['instance_id']} {row['level']} seed {row['seed']}: {first}"})
+    return sorted(out, key=lambda e: (ERRORS.index(e["outcome"]), -e["units"], e["error_cause"]))
+
+
+def to_markdown(rows: list[dict], *, title: str, planned: int, note: str = "", errors: list[dict] = ()) -> str:
+    """A Markdown report: a heading, the units with a result vs planned, the table (rates over
+    finished units; error outcomes in their own columns) and, when ``errors``
+    (``error_counts``) is not empty, the errors by outcome and cause."""
+    with_row = sum(r["units"] for r in rows)
+    finished = sum(r["finished"] for r in rows)
+    lines = [f"# {title}", "", f"{with_row} of {planned} units ran: {finished} finished (resolved or unresolved), "
+             f"{with_row - finished} ended in an error. Rates, means and cost are over finished units.", ""]
+    if note:
+        lines += [note, ""]
+    lines += [
+        "| model | agent | level | finished | resolved | resolved rate | mean steps "
+        "| mean input tokens | mean output tokens | cost (USD) | input errors | infrastructure errors | bugs |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['model']} | {r['agent']} | {r['level']} | {r['finished']} | {r['resolved']} "
+            f"| {100 * r['resolved_rate']:.1f}% | {r['mean_steps']:.1f} "
+            f"| {r['mean_input_tokens']:.0f} | {r['mean_output_tokens']:.0f} "
+            f"| {r['cost']:.4f} | {r[INPUT_ERROR]} | {r[INFRASTRUCTURE_ERROR]} | {r[BUG]} |"
+        )
+    if errors:
+        lines += ["", "## Errors (not in the rates)", "", "| outcome | cause | units | example |", "|---|---|---:|---|"]
+        lines += [f"| {e['outcome']} | {e['error_cause']} | {e['units']} | {e['example'].replace('|', '/')} |"
+                  for e in errors]
+        lines += ["", "infrastructure_error: retried with backoff within the launch, and again by the same "
+                      "command; input_error: the instance's, bug: raydist's (traceback in the `error` column); "
+                      "neither runs again."]
+    return "\n".join(lines) + "\n"
+
+
+def _hides_names(level: str) -> bool:
+    """Whether ``level`` remaps names (L2, alone, composed or in ``full``): only there is a
+    shown identity token a leak; elsewhere the exposure count is the level's baseline."""
+    return any(part in ("L2", "full") for part in level.split("+"))
+
+
+def action_mix(table: pa.Table) -> list[dict]:
+    """One dict per (model, agent, level) of the units that ran an agent (``actions_*`` not
+    null): ``model, agent, level, units``, ``mean_<category>`` (commands per unit, for each
+    taxonomy category of §IV RQ2, in ``CATEGORIES`` order), ``leaks`` (the summed
+    ``leak_count``: identity tokens shown, §III-F exposure audit), ``memorised`` (summed
+    ``memorised_count``: hidden names typed unseen) and ``unmapped`` (summed
+    ``unmapped_names``: identity tokens the views left visible). Sorted by model, agent,
+    level; ``[]`` when no unit ran."""
+    ran = table.filter(pc.is_valid(table.column("actions_submit")))
+    if ran.num_rows == 0:
+        return []
+    grouped = ran.group_by(["model", "agent", "level"]).aggregate(
+        [("key", "count"), ("leak_count", "sum"), ("memorised_count", "sum"), ("unmapped_names", "sum"),
+         *((f"actions_{c}", "mean") for c in CATEGORIES)]
+    )
+    out = [
+        {"model": r["model"], "agent": r["agent"], "level": r["level"], "units": r["key_count"],
+         **{f"mean_{c}": r[f"actions_{c}_mean"] or 0.0 for c in CATEGORIES}, "leaks": int(r["leak_count_sum"] or 0),
+         "memorised": int(r["memorised_count_sum"] or 0), "unmapped": int(r["unmapped_names_sum"] or 0)}
+        for r in grouped.to_pylist()
+    ]
+    return sorted(out, key=lambda r: (r["model"], r["agent"], r["level"]))
+
+
+def action_mix_markdown(rows: list[dict]) -> str:
+    """A Markdown section of ``action_mix`` rows (mean commands per category, the exposure
+    audit per level) and the audit's verdict: identity tokens shown at levels that remap
+    names (L2, ``full``) are leaks and are called out; at the other levels the count is the
+    baseline of what the agent sees. ``""`` when there are no rows."""
+    if not rows:
+        return ""
+    lines = ["", "## Actions per unit (§IV RQ2) and exposure audit (§III-F)", "",
+             "| model | agent | level | units | " + " | ".join(CATEGORIES) + " | leaks | memorised | unmapped |",
+             "|---|---|---|---:|" + "---:|" * len(CATEGORIES) + "---:|---:|---:|"]
+    for r in rows:
+        means = " | ".join(f"{r[f'mean_{c}']:.1f}" for c in CATEGORIES)
+        lines.append(f"| {r['model']} | {r['agent']} | {r['level']} | {r['units']} | {means} | {r['leaks']} | "
+                     f"{r.get('memorised', 0)} | {r.get('unmapped', 0)} |")
+    hidden = [r for r in rows if _hides_names(r["level"])]
+    leaks = sum(r["leaks"] for r in hidden)
+    lines.append("")
+    if hidden:
+        verdict = ("none shown" if leaks == 0 else
+                   f"{leaks} shown: see leaked_names in runs.parquet and steps.parquet, and view_meta.audit "
+                   "for the names each view left unmapped and why")
+        lines.append(f"Exposure audit (§III-F) at levels that remap names: {verdict}; "
+                     f"{sum(r.get('memorised', 0) for r in hidden)} hidden names typed by agents before being shown "
+                     "(memorised_names).")
+    lines.append("At levels that keep names (L0, L1, L3, L4) the leaks column is the baseline: identity tokens "
+                 "the agent saw there.")
+    return "\n".join(lines) + "\n\n"

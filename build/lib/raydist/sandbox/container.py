@@ -1,0 +1,417 @@
+"""A long-lived, hardened, resource-limited container in which commands run with hard timeouts.
+
+Spec: docs/architecture.md, ``raydist.sandbox``. A sandbox is created from an image, runs
+``sleep infinity`` with no network, and is always force-removed when its ``with`` block ends.
+
+What bounds what (every sandbox, agent and grading alike):
+
+* processes: ``Limits.pids`` (cgroup pids), so a fork bomb fails to fork instead of filling
+  the host's process table; time: ``exec``'s timeout kills the command's process group.
+* memory: ``Limits.memory`` with no swap beyond it (cgroup); the kernel's OOM killer picks
+  the largest process of the container, so a memory hog dies (exit 137) while the container's
+  init and keep-alive ``sleep`` (a few hundred KiB) live on.
+* CPU: ``Limits.cpus`` (CFS quota).
+* privileges: every capability dropped but ``CAPABILITIES`` (what a root test run needs to
+  own, chmod and signal its own files and processes); ``no-new-privileges``, so a setuid
+  binary runs with the caller's ids; the image's own user (``USER``; instance images run as
+  the unprivileged ``agent``, :mod:`raydist.sandbox.build_steps`).
+* network: ``none`` (only a loopback of the container's own).
+* disk: the overlay2 driver here sits on ext4, where Docker cannot cap a container's writable
+  layer (``storage_opt size`` needs xfs with pquota). Instead ``/tmp`` and ``/testbed`` are
+  tmpfs volumes of bounded size (``Limits.tmp_size``; the image's ``/testbed`` plus
+  ``Limits.testbed_size``): a full one answers ENOSPC. Pages written there by the container
+  count against ``Limits.memory`` too, and the volumes vanish with the container.
+  ``Limits.file_size`` (RLIMIT_FSIZE) caps any one file a process writes anywhere, including
+  with ``fallocate`` (SIGXFSZ, exit 153). ``exec`` keeps each command's output in a third
+  volume (``LOG_DIR``, ``LOG_SIZE``). Not bounded beyond the per-file cap: the rest of the
+  writable layer, which only a root user can write into (for ``agent`` the image leaves no
+  other writable directory; its home is ``/tmp``). The copy of the image's ``/testbed`` is
+  made by the daemon, so its pages are the host's, not the container's.
+"""
+from __future__ import annotations
+
+import re
+import secrets
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import docker
+from docker.errors import APIError, NotFound
+from docker.types import DriverConfig, Mount, Ulimit
+from docker.utils import parse_bytes
+
+from raydist.sandbox.archive import pack_files, unpack_single
+from raydist.sandbox.engine import OWNER_LABEL, owner_label
+
+# Grace between SIGTERM and SIGKILL inside the container, and extra host-side slack before the
+# host gives up on the exec stream; both in seconds.
+KILL_GRACE = 5.0
+HOST_SLACK = 15.0
+TIMEOUT_CODES = (124, 137)  # coreutils `timeout`: TERM sent -> 124, KILL sent -> 128 + 9
+# `timeout` runs the command in a process group of its own and signals that group when the
+# limit is reached. Processes the command left in the background would outlive it, so once
+# `timeout` returns, whatever remains of its group is killed too (repeatedly: a fork loop may
+# still be spawning). `$0` is the user's command. Its stderr joins stdout in the shell, so the
+# output keeps the order in which the command wrote it (Docker's two streams would not).
+# A process that left the group (setsid, a daemon) is killed as well: after the command every
+# process but the init, the keep-alive `sleep` and this wrapper goes, with bash builtins only
+# (a fork bomb that fills the PID limit leaves no room for a `pkill`).
+_SWEEP = (
+    "n=0; while [ $n -lt 100 ]; do left=0; for d in /proc/[0-9]*; do q=${{d#/proc/}}; "
+    'case " 1 {keep} $$ " in *" $q "*) ;; *) kill -9 $q 2>/dev/null && left=1;; esac; done; '
+    "[ $left = 0 ] && break; n=$((n+1)); done; "
+)
+# Bash's own notice of a job killed by a signal ("Killed", naming this wrapper) is silenced:
+# the exit code says it.
+_WRAPPER = (
+    "mkdir -p {dir} 2>/dev/null; rm -f {dir}/*.out 2>/dev/null; o={log}; "
+    "{{ : > $o; }} 2>/dev/null || o=/dev/stdout; "
+    'timeout -k {grace} {limit} bash -lc "$0" > $o 2>&1 & p=$!; {{ wait $p; }} 2>/dev/null; rc=$?; '
+    "n=0; while kill -9 -- -$p 2>/dev/null && [ $((n+=1)) -lt 1000 ]; do :; done; "
+    "{sweep}"
+    '[ "$o" = /dev/stdout ] || cat $o; printf %s {marker}; exit $rc'
+)
+# The output also lands in a file, and the stream ends with a marker: Docker sometimes drops
+# the attached output of a short exec (moby/moby#27289, docker/docker-py#2042), and a stream
+# without its marker is then replaced by the file, read through the archive API. The file
+# lives in a volume of its own, so a command that fills /tmp or /testbed does not cost its
+# own output (nor that of every later command); were the file not writable at all, the
+# output goes straight to the stream.
+LOG_DIR = "/run/raydist"
+LOG_SIZE = 64 << 20  # bytes of one command's output the file keeps
+
+
+# Capabilities a root process in a sandbox keeps (the bounding set of every process in it):
+# enough to chown/chmod files of other owners, signal and switch to other ids (a harness that
+# runs programs as a spare uid). Gone, among Docker's defaults: NET_RAW (raw sockets),
+# MKNOD, SYS_CHROOT, SETPCAP, SETFCAP, NET_BIND_SERVICE, AUDIT_WRITE. A non-root user has no
+# effective capability at all.
+CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID")
+TESTBED = "/testbed"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one sandbox (see the module docstring for what bounds what).
+
+    Sizes are Docker size strings (``"2g"``, ``"512m"``, ``"100m"``):
+
+    * ``cpus``: cores; ``memory``: RAM, no swap beyond it; ``pids``: most processes at once.
+    * ``file_size``: largest file any process may write (RLIMIT_FSIZE, soft = hard).
+    * ``tmp_size``: size of the tmpfs volume at ``/tmp``.
+    * ``testbed_size``: bytes ``/testbed`` may grow beyond the image's content (a tmpfs volume
+      filled from the image at creation); ``None`` leaves ``/testbed`` in the container's
+      writable layer, which image builds need, since they commit it.
+    """
+
+    cpus: float = 1.0
+    memory: str = "2g"
+    pids: int = 512
+    file_size: str = "1g"
+    tmp_size: str = "512m"
+    testbed_size: str | None = "1g"
+
+    def __post_init__(self) -> None:
+        for name in ("memory", "file_size", "tmp_size", "testbed_size"):
+            value = getattr(self, name)
+            if value is None and name == "testbed_size":
+                continue
+            try:
+                ok = parse_bytes(value) > 0
+            except (docker.errors.DockerException, TypeError, ValueError):
+                ok = False
+            if not ok:
+                raise ValueError(f"sandbox limit {name}={value!r} is not a positive Docker size "
+                                 "such as '512m' or '2g'; fix sandbox.limits")
+        if self.cpus <= 0 or self.pids <= 0:
+            raise ValueError(f"sandbox limits cpus={self.cpus!r} and pids={self.pids!r} must be "
+                             "positive; fix sandbox.limits")
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """Outcome of one command: merged stdout/stderr text, exit code, whether the timeout
+    fired, and wall time in seconds."""
+
+    output: str
+    returncode: int
+    timed_out: bool
+    seconds: float
+
+
+def _container_name(hint: str | None) -> str:
+    slug = re.sub(r"[^a-zA-Z0-9_.-]+", "-", hint or "sandbox").strip("-.")[:40] or "sandbox"
+    return f"raydist-{slug}-{secrets.token_hex(4)}"
+
+
+def _tmpfs_volume(target: str, size: int, options: str = "") -> Mount:
+    """An anonymous tmpfs volume of ``size`` bytes at ``target``. Unlike a plain tmpfs mount
+    (``tmpfs=``) it lives in the daemon's mount namespace, so ``put_archive``/``get_archive``
+    see it; the volume goes with the container (``remove(v=True)``)."""
+    opts = ",".join(o for o in (f"size={size}", "nosuid", "nodev", options) if o)
+    return Mount(target=target, source=None, type="volume",
+                 driver_config=DriverConfig("local", {"type": "tmpfs", "device": "tmpfs", "o": opts}))
+
+
+def _image_testbed(client: docker.DockerClient, image: str):
+    """The image's ``/testbed`` as a tar archive in a temporary file (positioned at 0), or
+    ``None`` when the image has none. Read from a created, never started container."""
+    helper = client.containers.create(image, command=["true"], network_mode="none",
+                                      name=_container_name("testbed-copy"),
+                                      labels={OWNER_LABEL: owner_label()})
+    try:
+        try:
+            stream, _ = helper.get_archive(TESTBED)
+        except NotFound:
+            return None
+        archive = tempfile.SpooledTemporaryFile(max_size=64 << 20, prefix="raydist-testbed-")
+        for chunk in stream:
+            archive.write(chunk)
+        archive.seek(0)
+        return archive
+    finally:
+        helper.remove(force=True, v=True)
+
+
+def _keepalive_pid(container) -> int | None:
+    """PID (in the container) of the keep-alive ``sleep infinity``, the init's only child right
+    after the start; ``None`` when it cannot be told (then ``exec`` sweeps no stray process)."""
+    try:
+        done = container.exec_run(["cat", "/proc/1/task/1/children"])
+    except APIError:
+        return None
+    pids = done.output.decode(errors="replace").split()
+    return int(pids[0]) if done.exit_code == 0 and len(pids) == 1 and pids[0].isdigit() else None
+
+
+def _tell(archive) -> int:
+    """Length in bytes of a seekable file, which is left at position 0."""
+    archive.seek(0, 2)
+    size = archive.tell()
+    archive.seek(0)
+    return size
+
+
+def _resolve(root: str, relpath: str) -> str:
+    """Return ``root/relpath`` without a leading slash; refuse paths escaping ``root``."""
+    parts = [p for p in relpath.split("/") if p not in ("", ".")]
+    if relpath.startswith("/") or ".." in parts or not parts:
+        raise ValueError(
+            f"file path {relpath!r} must be relative to {root} and stay inside it"
+        )
+    return "/".join([root.strip("/"), *parts]).lstrip("/")
+
+
+class Sandbox:
+    """A running container plus the operations raydist needs on it."""
+
+    def __init__(self, client: docker.DockerClient, container) -> None:
+        self.client = client
+        self.container = container
+        self.name: str = container.name
+        self._owner: tuple[int, int] | None = None
+        self._keepalive: int | None = None
+
+    @property
+    def owner(self) -> tuple[int, int]:
+        """``(uid, gid)`` of the container's user: the owner of files ``write_files`` writes."""
+        if self._owner is None:
+            done = self.container.exec_run(["sh", "-c", "id -u; id -g"])
+            ids = done.output.decode(errors="replace").split()
+            if done.exit_code != 0 or len(ids) != 2 or not all(i.isdigit() for i in ids):
+                raise RuntimeError(f"cannot tell the user of sandbox {self.name}: {done.output!r}")
+            self._owner = (int(ids[0]), int(ids[1]))
+        return self._owner
+
+    @classmethod
+    def create(
+        cls,
+        client: docker.DockerClient,
+        image: str,
+        *,
+        limits: Limits | None = None,
+        labels: Mapping[str, str] | None = None,
+        name: str | None = None,
+        network: str = "none",
+        tmpfs: Mapping[str, str] | None = None,
+        user: str | None = None,
+    ) -> "Sandbox":
+        """Start a detached, hardened ``sleep infinity`` container from ``image``.
+
+        ``name`` is a hint: the container is named ``raydist-<hint>-<8 hex>``. ``labels`` are
+        added to ``raydist.owner=<host>:<pid>``. ``tmpfs`` maps container paths to tmpfs mount
+        options (``{"/tmp": "size=64m,mode=0755"}``); their pages count against ``limits.memory``,
+        and a ``/tmp`` given there replaces the ``/tmp`` volume. Commands run as the image's
+        user with the hardening of the module docstring; ``/testbed`` (when the image has one
+        and ``limits.testbed_size`` is set) is a bounded tmpfs volume holding a copy of the
+        image's ``/testbed``, owners and modes kept. ``user`` overrides the image's user
+        (grading runs as ``root`` to run the tests as an unprivileged user of its own).
+
+        Raises ``docker.errors.ImageNotFound`` when the image is absent.
+        """
+        limits = limits or Limits()
+        all_labels = {OWNER_LABEL: owner_label(), **(labels or {})}
+        tmpfs = dict(tmpfs or {})
+        mounts = [_tmpfs_volume(LOG_DIR, LOG_SIZE, "mode=1777")]
+        if "/tmp" not in tmpfs:
+            mounts.append(_tmpfs_volume("/tmp", parse_bytes(limits.tmp_size), "mode=1777"))
+        testbed = None
+        if limits.testbed_size is not None and TESTBED not in tmpfs:
+            testbed = _image_testbed(client, image)
+        if testbed is not None:
+            grow = parse_bytes(limits.testbed_size)
+            mounts.append(_tmpfs_volume(TESTBED, _tell(testbed) + grow))
+        file_size = parse_bytes(limits.file_size)
+        try:
+            container = client.containers.run(
+                image,
+                command=["sleep", "infinity"],
+                name=_container_name(name),
+                detach=True,
+                labels=all_labels,
+                network_mode=network,
+                nano_cpus=int(limits.cpus * 1e9),
+                mem_limit=limits.memory,
+                memswap_limit=limits.memory,
+                pids_limit=limits.pids,
+                cap_drop=["ALL"],
+                cap_add=list(CAPABILITIES),
+                security_opt=["no-new-privileges"],
+                ulimits=[Ulimit(name="fsize", soft=file_size, hard=file_size)],
+                # An init as PID 1 reaps orphans; without it killed process trees linger as
+                # zombies that keep counting against the PID limit.
+                init=True,
+                tmpfs=tmpfs,
+                mounts=mounts,
+                **({"user": user} if user else {}),
+            )
+            box = cls(client, container)
+            box._keepalive = _keepalive_pid(container)
+            if testbed is not None:
+                try:
+                    container.put_archive("/", testbed)
+                except BaseException:
+                    box.remove()
+                    raise
+        finally:
+            if testbed is not None:
+                testbed.close()
+        return box
+
+    def exec(
+        self,
+        command: str,
+        *,
+        timeout: float,
+        cwd: str = "/testbed",
+        env: Mapping[str, str] | None = None,
+    ) -> ExecResult:
+        """Run ``command`` with ``bash -lc`` in ``cwd``; ``timeout`` in seconds.
+
+        Inside the container coreutils ``timeout`` signals the command's whole process group
+        (TERM, then KILL after ``KILL_GRACE`` s); background processes the command started do
+        not outlive it. On the host a guard waits at most
+        ``timeout + KILL_GRACE + HOST_SLACK`` s, then kills every process in the container but
+        its init and keep-alive process, so a hung exec never blocks the caller. ``timed_out`` is True when the exit code
+        is 124/137 and the time limit was reached (an OOM kill also exits 137, but early).
+        """
+        if timeout <= 0:
+            raise ValueError(f"exec timeout must be positive seconds, got {timeout!r}")
+        nonce = secrets.token_hex(8)
+        log, marker = f"{LOG_DIR}/{nonce}.out", f"__raydist_end_{nonce}__"
+        sweep = "" if self._keepalive is None else _SWEEP.format(keep=self._keepalive)
+        argv = ["bash", "-c", _WRAPPER.format(sweep=sweep, dir=LOG_DIR, grace=f"{KILL_GRACE:g}",
+                                              limit=f"{timeout:g}", log=log, marker=marker), command]
+        api = self.client.api
+        exec_id = api.exec_create(
+            self.container.id, argv, workdir=cwd, environment=dict(env or {})
+        )["Id"]
+        start = time.monotonic()
+        chunks: list[bytes] = []
+        reader = threading.Thread(
+            target=lambda: chunks.extend(api.exec_start(exec_id, stream=True)), daemon=True
+        )
+        reader.start()
+        reader.join(timeout + KILL_GRACE + HOST_SLACK)
+        guard_fired = reader.is_alive()
+        if guard_fired:
+            self._kill_all()
+            reader.join(KILL_GRACE)
+        seconds = time.monotonic() - start
+        code = api.exec_inspect(exec_id).get("ExitCode")
+        returncode = 137 if code is None else int(code)
+        timed_out = guard_fired or (returncode in TIMEOUT_CODES and seconds >= timeout)
+        data = b"".join(chunks)
+        if data.endswith(marker.encode()):
+            data = data[: -len(marker)]
+        else:  # the stream lost output (or the guard fired before the end): the file has it
+            data = self._read_log(log, fallback=data)
+        return ExecResult(data.decode("utf-8", errors="replace"), returncode, timed_out, seconds)
+
+    def _read_log(self, path: str, fallback: bytes) -> bytes:
+        try:
+            stream, _ = self.container.get_archive(path)
+            return unpack_single(b"".join(stream), path)
+        except (NotFound, APIError, ValueError):
+            return fallback
+
+    def _kill_all(self) -> None:
+        # Everything but the init (immune to signals from inside), the keep-alive `sleep` and
+        # pkill itself.
+        try:
+            self.container.exec_run(["pkill", "-9", "-v", "-f", "^sleep infinity$"])
+        except APIError:
+            pass
+
+    def write_files(self, files: Mapping[str, str | bytes], root: str = "/testbed") -> None:
+        """Write ``{relpath: content}`` under ``root`` (str content is UTF-8 encoded).
+
+        Files and the parent directories created belong to the container's user (``owner``),
+        so a non-root agent can edit what was written for it. Raises ``ValueError`` for
+        absolute or escaping paths.
+        """
+        members = {_resolve(root, rel): data for rel, data in files.items()}
+        if members:
+            self.container.put_archive("/", pack_files(members, owner=self.owner,
+                                                       below=root.strip("/")))
+
+    def read_files(
+        self, paths: Iterable[str], root: str = "/testbed"
+    ) -> dict[str, bytes | None]:
+        """Return ``{relpath: bytes}`` for files under ``root``; ``None`` for a missing file.
+
+        Raises ``IsADirectoryError`` when a path names a directory, ``ValueError`` for
+        absolute or escaping paths.
+        """
+        out: dict[str, bytes | None] = {}
+        for rel in paths:
+            try:
+                stream, _ = self.container.get_archive("/" + _resolve(root, rel))
+            except NotFound:
+                out[rel] = None
+                continue
+            out[rel] = unpack_single(b"".join(stream), rel)
+        return out
+
+    def remove(self) -> None:
+        """Force-remove the container; calling it again is harmless."""
+        try:
+            self.container.remove(force=True, v=True)  # v: its tmpfs volumes too
+        except NotFound:
+            pass
+        except APIError as exc:
+            if exc.status_code != 409:  # 409: removal already in progress
+                raise
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.remove()
+
+    def __repr__(self) -> str:
+        return f"Sandbox({self.name!r})"
+

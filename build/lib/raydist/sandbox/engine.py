@@ -1,0 +1,87 @@
+"""The Docker engine at raydist's edge: connecting, owner labels and orphan clean-up.
+
+Every container raydist starts carries ``raydist.owner=<host>:<pid>`` so that containers left
+behind by a crashed worker can be told apart from those of a live one and removed.
+"""
+from __future__ import annotations
+
+import os
+import socket
+
+import docker
+from docker.errors import DockerException, NotFound
+
+OWNER_LABEL = "raydist.owner"
+API_TIMEOUT = 600.0  # seconds, for every call after the ping
+
+
+class SandboxUnavailable(RuntimeError):
+    """The Docker daemon cannot be reached."""
+
+
+def connect(docker_host: str | None = None, timeout: float = 10) -> docker.DockerClient:
+    """Return a client for the Docker daemon at ``docker_host`` after a successful ping.
+
+    ``docker_host`` is a URL such as ``unix:///var/run/docker.sock`` or ``tcp://host:2375``;
+    ``None`` uses ``DOCKER_HOST`` or the default socket. ``timeout`` (seconds) bounds the
+    ping; later calls get ``API_TIMEOUT``, since committing or removing a container holding a
+    large environment legitimately takes longer (exec output is streamed without a timeout).
+
+    Raises ``SandboxUnavailable`` naming the address tried and how to start the daemon.
+    """
+    address = docker_host or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    try:
+        client = docker.DockerClient(base_url=address, timeout=timeout)
+        client.ping()
+        client.api.timeout = max(timeout, API_TIMEOUT)
+    except (DockerException, OSError) as exc:
+        raise SandboxUnavailable(
+            f"cannot reach the Docker daemon at {address} ({exc}); "
+            "start it with `bash launch/setup.sh`, or set sandbox.docker_host"
+        ) from exc
+    return client
+
+
+def owner_label() -> str:
+    """Return ``"<hostname>:<pid>"`` identifying this process as a container's owner."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    return True
+
+
+def _is_orphan(owner: str, host: str) -> bool:
+    owner_host, _, pid = owner.rpartition(":")
+    # Liveness can only be judged on this host; other hosts sweep their own containers.
+    if owner_host != host or not pid.isdigit():
+        return False
+    return not _pid_alive(int(pid))
+
+
+def sweep_orphans(client: docker.DockerClient) -> int:
+    """Force-remove raydist containers whose owner process on this host is no longer alive.
+
+    Containers owned by live processes, or by processes on other hosts, are left alone.
+    Returns the number of containers removed.
+    """
+    host = socket.gethostname()
+    removed = 0
+    # sparse: labels come with the listing, so a container removed concurrently (by another
+    # launch's sweep or its owner) cannot fail an inspect here.
+    for container in client.containers.list(all=True, sparse=True, filters={"label": OWNER_LABEL}):
+        labels = container.attrs.get("Labels") or {}  # the sparse listing's own field
+        if not _is_orphan(labels.get(OWNER_LABEL, ""), host):
+            continue
+        try:
+            container.remove(force=True, v=True)
+            removed += 1
+        except NotFound:
+            pass  # removed concurrently by another sweeper
+    return removed

@@ -1,0 +1,1 @@
+"""Data files of the built-in instance set (``instances.jsonl``); no code."""

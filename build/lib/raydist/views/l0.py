@@ -1,0 +1,14 @@
+"""Level 0: the canonical view, the repository and problem statement as published."""
+
+from __future__ import annotations
+
+from raydist.views.base import Prepared, RepoFiles, View, ViewOptions, register_level
+
+
+@register_level("L0", order=0)
+def canonical(view: View, instance: object, repo: RepoFiles, seed: int, options: ViewOptions, prepared: Prepared) -> View:
+    """Return ``view`` unchanged: L0 is the baseline every other level is compared to.
+
+    SchrodingerRepo §IV (RQ1) compares the canonical instance against each level.
+    """
+    return view

@@ -1,0 +1,32 @@
+"""Level 1: problem-statement reconstruction (SchrodingerRepo §III-B).
+
+The agent is shown a paraphrase of the problem statement that an LLM verifier judged to
+preserve the bug description, the requirements and the success criteria, with every
+identifier, path and code block verbatim (``raydist.views.l1_statement``). The paraphrase
+needs an LLM, so it is computed before the view is built (``raydist.cluster.prepare``) and
+handed in as ``Prepared.statement``; when no attempt passed the verifier the canonical
+statement is shown and the view records it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from raydist.views.base import MissingPreparation, Prepared, RepoFiles, View, ViewOptions, register_level
+
+
+@register_level("L1", order=10)
+def statement_level(view: View, instance: object, repo: RepoFiles, seed: int, options: ViewOptions,
+                    prepared: Prepared) -> View:
+    """Show ``prepared.statement`` in place of the canonical problem statement.
+
+    Records ``meta["l1_source"]`` (``paraphrase`` or ``canonical``) and
+    ``meta["l1_attempts"]``. Raises ``MissingPreparation`` when no statement was prepared.
+    """
+    if prepared.statement is None or prepared.statement_source not in ("paraphrase", "canonical"):
+        raise MissingPreparation(
+            f"L1 view of {view.instance_id!r} seed {seed} needs a prepared statement "
+            "(raydist.cluster.prepare.prepare_statement); none was given"
+        )
+    meta = {**view.meta, "l1_source": prepared.statement_source, "l1_attempts": prepared.statement_attempts}
+    return replace(view, problem_statement=prepared.statement, meta=meta)

@@ -1,0 +1,169 @@
+"""The ``raydist`` command: one front door to the Hydra entry points and the run reports.
+
+    raydist run [overrides] [hydra flags]      the main job          (python -m raydist.launch)
+    raydist problems [overrides] [flags]       DyCodeEval problems   (python -m raydist.problems.launch)
+    raydist plan --dry-run [overrides]         the plan, no unit runs (python -m raydist.launch dry_run=true)
+    raydist config show [--problems] [...]     the composed config   (python -m raydist.launch --cfg job)
+    raydist report RUN_DIR_OR_ROOT...          the summary table of finished run directories
+
+``run``, ``problems``, ``plan`` and ``config show`` replace this process with the Hydra entry
+(``os.execv``), so every override and flag (``--multirun``, ``--cfg``, ``hydra.run.dir=...``)
+reaches Hydra unchanged, signals reach the job directly, and the job's exit status is the
+command's: 0 all finished, 1 some unit ended in an error, 2 a configuration error, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from importlib import resources
+
+MAIN = "raydist.launch"
+PROBLEMS = "raydist.problems.launch"
+
+_RUN_EPILOG = """\
+Every other argument goes to Hydra unchanged: overrides `key=value`, `+key=value` (add),
+`~key` (remove), and Hydra's flags (--multirun/-m, --cfg job, --resolve, --info, --hydra-help).
+
+Config groups (`group=option`), from the configs installed with raydist; a group the
+defaults list lacks, such as sweep, is added with `+group=option`:
+{groups}
+
+Common settings (see README.md for every one):
+  agent=miniswe|oracle|null    model=<local_models entry or litellm name>
+  levels=[L0,L3]  seeds=[0,1,2]  output_root=runs  gate=false  view.l3_files=all
+
+Examples:
+  raydist run agent=oracle
+  raydist run +sweep=full_levels agent=oracle
+  raydist run --multirun model=gemma3-270m,openai/gpt-4o-mini
+  raydist config show agent=null levels=[L1]
+
+Exit status: 0 every unit finished, 1 some unit ended in an error (or a Hydra error),
+2 a configuration error, 130 interrupted (finished rows are kept; the same command resumes).
+"""
+
+
+_PROBLEMS_EPILOG = """\
+Every other argument goes to Hydra unchanged (overrides and flags such as --multirun).
+Config groups: benchmark=humaneval|mbpp|file, sandbox=docker, cluster=local|remote.
+
+Examples:
+  raydist problems benchmark.limit=2 generation.variants_per_seed=1
+  raydist problems --multirun benchmark=humaneval,mbpp
+  raydist config show --problems
+
+The report (diversity, stability) needs the analysis extra: pip install 'raydist[analysis]'.
+Exit status: 0 done, 1 some item has a failed model call (the same command retries it) or a
+Hydra error, 2 a configuration error, 130 interrupted.
+"""
+
+
+def config_groups(config_dir=None) -> dict[str, list[str]]:
+    """The Hydra config groups shipped inside the package: ``{group: [option, ...]}``, both
+    sorted, read from ``raydist/conf/<group>/<option>.yaml`` (the wheel's package data).
+    ``config_dir`` (a path or Traversable) overrides the packaged folder, for tests."""
+    root = config_dir if config_dir is not None else resources.files("raydist") / "conf"
+    groups = {}
+    for entry in root.iterdir():
+        if entry.is_dir() and entry.name != "prompts":
+            options = sorted(e.name.removesuffix(".yaml") for e in entry.iterdir() if e.name.endswith(".yaml"))
+            if options:
+                groups[entry.name] = options
+    return dict(sorted(groups.items()))
+
+
+def _groups_text() -> str:
+    return "\n".join(f"  {group}: {', '.join(options)}" for group, options in config_groups().items())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``raydist`` argument parser. Hydra arguments are not declared: ``parse_known_args``
+    returns them, in order, as the extras that ``command`` passes on."""
+    parser = argparse.ArgumentParser(
+        prog="raydist", allow_abbrev=False, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Distributed evaluation of code LLMs and coding agents (SWE-bench-style repository "
+                    "views L0-L4, DyCodeEval dynamic problems) on Ray and Docker, configured with Hydra.",
+        epilog="`raydist COMMAND --help` explains each command. Run directories land in "
+               "output_root (default ./runs); running the same command again resumes.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    fmt = argparse.RawDescriptionHelpFormatter
+
+    def hydra_command(name: str, summary: str, usage: str, epilog: str = ""):
+        return sub.add_parser(name, help=summary, description=summary, allow_abbrev=False, formatter_class=fmt,
+                              usage=usage, epilog=epilog or _RUN_EPILOG.format(groups=_groups_text()))
+
+    hydra_command("run", "Run the main job: model x agent x level x seed over a benchmark's instances "
+                  "(python -m raydist.launch).", "raydist run [overrides ...] [hydra flags ...]")
+    hydra_command("problems", "Run the DyCodeEval dynamic-problems job: seed problems -> variants -> models "
+                  "under test -> pass@k, DyPass@k, diversity (python -m raydist.problems.launch; its config is "
+                  "conf/problems.yaml).", "raydist problems [overrides ...]", _PROBLEMS_EPILOG)
+    plan = hydra_command("plan", "Print the main job's plan (units, images, views) without running any unit "
+                         "(python -m raydist.launch dry_run=true).", "raydist plan [--dry-run] [overrides ...]")
+    plan.add_argument("--dry-run", action="store_true", help="plan only (the default and only mode of plan)")
+
+    config = sub.add_parser("config", help="Show the composed configuration.", allow_abbrev=False)
+    config_sub = config.add_subparsers(dest="action", metavar="ACTION", required=True)
+    show = config_sub.add_parser(
+        "show", allow_abbrev=False, formatter_class=fmt, usage="raydist config show [--problems] [overrides ...]",
+        help="Print the config a run with these overrides would use (Hydra's --cfg job), as YAML.",
+        description="Print the config a run with these overrides would use (Hydra's --cfg job), as YAML. "
+                    "Add --resolve to fill in interpolations.", epilog=_RUN_EPILOG.format(groups=_groups_text()))
+    show.add_argument("--problems", action="store_true", help="the problems job's config instead of the main job's")
+
+    report = sub.add_parser(
+        "report", allow_abbrev=False, formatter_class=fmt,
+        help="Print the summary table of finished run directories.",
+        description="Print the summary (resolved rate per model x agent x level, errors, action mix) of the "
+                    "main job's run directories, read from their result rows. A folder that is not a run "
+                    "directory (e.g. output_root) is searched for run directories, which are reported together. "
+                    "A problems run directory prints its summary.md.",
+        epilog="Exit status: 0 printed, 1 no run directory found.")
+    report.add_argument("paths", nargs="+", metavar="RUN_DIR_OR_ROOT")
+    report.add_argument("--output", metavar="FILE", help="also write the Markdown to FILE")
+    return parser
+
+
+def command(argv: Sequence[str]) -> tuple[list[str] | None, argparse.Namespace]:
+    """``(exec argv, parsed args)`` for ``raydist`` ``argv`` (without the program name).
+
+    The exec argv is ``[sys.executable, "-m", <entry module>, *hydra args]`` for ``run``,
+    ``problems``, ``plan`` (``dry_run=true`` first) and ``config show`` (``--cfg job`` first);
+    None for ``report``, which runs in this process. Raises ``SystemExit(2)`` (argparse's usage
+    error) for an unknown command or an extra argument to ``report``, and ``SystemExit(0)``
+    after printing ``--help``."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(list(argv))
+    if args.command == "report":
+        if extra:
+            parser.error(f"report takes run directories, not {' '.join(extra)}")
+        return None, args
+    if args.command == "run":
+        module, prefix = MAIN, []
+    elif args.command == "problems":
+        module, prefix = PROBLEMS, []
+    elif args.command == "plan":
+        module, prefix = MAIN, ["dry_run=true"]
+    else:
+        module, prefix = (PROBLEMS if args.problems else MAIN), ["--cfg", "job"]
+    return [sys.executable, "-m", module, *prefix, *extra], args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The console script ``raydist``. Hydra commands never return (the process becomes the
+    job); ``report`` returns its exit status."""
+    exec_argv, args = command(sys.argv[1:] if argv is None else argv)
+    if exec_argv is None:
+        from raydist.results.report import report_main
+
+        return report_main(args.paths, output=args.output)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(exec_argv[0], exec_argv)
+    return 127  # not reached: execv replaces the process or raises OSError
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""``raydist report``: run directories found at or below the given paths, read back from their
+result rows and summarised together; a problems run prints its own summary.md."""
+
+from raydist.results import ResultStore
+from raydist.results.report import find_run_dirs, report_main
+
+HEADER = ("| model | agent | level | finished | resolved | resolved rate | mean steps | mean input tokens "
+          "| mean output tokens | cost (USD) | input errors | infrastructure errors | bugs |")
+
+
+def _row(key: str, level: str, outcome: str, steps: int) -> dict:
+    return {"key": key, "instance_id": f"inst-{key}", "model": "-", "agent": "oracle", "level": level, "seed": 0,
+            "config_hash": "h", "resolved": outcome == "resolved", "outcome": outcome, "steps": steps,
+            "input_tokens": 0, "output_tokens": 0, "cost": 0.0,
+            "error": "docker: daemon gone" if outcome == "infrastructure_error" else None,
+            "error_cause": "docker" if outcome == "infrastructure_error" else None}
+
+
+def _run_dir(path, rows):
+    store = ResultStore(path)
+    for row in rows:
+        store.write_row(row)
+    return path
+
+
+def test_report_of_one_run_dir_has_the_exact_table(tmp_path, capsys):
+    run = _run_dir(tmp_path / "runs" / "builtin" / "oracle" / "-", [
+        _row("a", "L0", "resolved", 2), _row("b", "L0", "unresolved", 4), _row("c", "L3", "infrastructure_error", 0)])
+    assert report_main([str(run)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"# {run}\n\n3 of 3 units ran: 2 finished (resolved or unresolved), 1 ended in an error.")
+    assert HEADER in out
+    assert "| - | oracle | L0 | 2 | 1 | 50.0% | 3.0 | 0 | 0 | 0.0000 | 0 | 0 | 0 |" in out
+    assert "| - | oracle | L3 | 0 | 0 | 0.0% | 0.0 | 0 | 0 | 0.0000 | 0 | 1 | 0 |" in out
+    assert "| infrastructure_error | docker | 1 | inst-c L3 seed 0: docker: daemon gone |" in out
+
+
+def test_report_of_an_output_root_combines_its_run_dirs(tmp_path, capsys):
+    _run_dir(tmp_path / "builtin" / "oracle" / "m1", [_row("a", "L0", "resolved", 1)])
+    _run_dir(tmp_path / "builtin" / "oracle" / "m2", [_row("b", "L0", "resolved", 3)])
+    output = tmp_path / "report.md"
+    assert report_main([str(tmp_path)], output=str(output)) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# 2 run directories\n\n2 of 2 units ran: 2 finished")
+    assert "| - | oracle | L0 | 2 | 2 | 100.0% | 2.0 | 0 | 0 | 0.0000 | 0 | 0 | 0 |" in out
+    assert output.read_text() == out
+
+
+def test_run_dirs_are_not_searched_inside_another(tmp_path):
+    outer = _run_dir(tmp_path / "run", [_row("a", "L0", "resolved", 1)])
+    (outer / "trajectories" / "rows").mkdir(parents=True)  # looks like a run dir, lies inside one
+    problems = tmp_path / "dyc" / "humaneval"
+    problems.mkdir(parents=True)
+    (problems / "variants.parquet").write_bytes(b"")
+    (problems / "summary.md").write_text("# DyCodeEval\n")
+    assert find_run_dirs([tmp_path]) == ([outer], [problems])
+
+
+def test_problems_run_dir_prints_its_summary(tmp_path, capsys):
+    (tmp_path / "variants.parquet").write_bytes(b"")
+    (tmp_path / "summary.md").write_text("# DyCodeEval humaneval\n\npass@1 0.5\n")
+    assert report_main([str(tmp_path)]) == 0
+    assert capsys.readouterr().out == "# DyCodeEval humaneval\n\npass@1 0.5\n"
+
+
+def test_no_run_dir_is_exit_status_1(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert report_main([str(tmp_path)]) == 1
+    assert "no run directory" in capsys.readouterr().err
+
+
+def test_rows_are_read_without_runs_parquet_and_a_damaged_row_is_skipped(tmp_path, capsys):
+    run = _run_dir(tmp_path, [_row("a", "L0", "resolved", 1), _row("b", "L0", "unresolved", 1)])
+    (run / "rows" / "b.parquet").write_bytes(b"not parquet")
+    assert not (run / "runs.parquet").exists()
+    assert report_main([str(run)]) == 0
+    assert "| - | oracle | L0 | 1 | 1 | 100.0% | 1.0 | 0 | 0 | 0.0000 | 0 | 0 | 0 |" in capsys.readouterr().out
