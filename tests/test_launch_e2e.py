@@ -30,8 +30,9 @@ def launch(out: Path, *overrides: str, timeout: float = 1500) -> subprocess.Comp
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 
-def runs(out: Path, benchmark: str, agent: str, model: str = "gemma3-270m") -> list[dict]:
-    return pq.read_table(out / benchmark / agent / model / "runs.parquet").to_pylist()
+def runs(out: Path, benchmark: str, agent: str, view: str, model: str = "gemma3-270m") -> list[dict]:
+    """The runs table of one launch; ``view`` is its run directory's last part (levels and seeds)."""
+    return pq.read_table(out / benchmark / agent / model / view / "runs.parquet").to_pylist()
 
 
 def raydist_containers() -> list:
@@ -50,13 +51,14 @@ def raydist_containers() -> list:
 #: rewrites, so the suite stays within CI's time; the defaults differ only in attempt counts.
 FULL = ("+sweep=full_levels", "view.l1_attempts=1", "view.l4_llm_attempts=0")
 LEVELS = {"L0", "L1", "L2", "L3", "L4", "full"}
+FULL_VIEW = "implemented__s0-1-2"  # the run directory of +sweep=full_levels: its levels and seeds
 
 
 @pytest.mark.llm
 def test_oracle_resolves_every_builtin_unit_and_null_resolves_none(tmp_path):
     res = launch(tmp_path, "agent=oracle", *FULL, timeout=3000)
     assert res.returncode == 0, res.stderr[-3000:]
-    rows = runs(tmp_path, "builtin", "oracle")
+    rows = runs(tmp_path, "builtin", "oracle", FULL_VIEW)
     n_instances = len({r["instance_id"] for r in rows})
     assert n_instances >= 6
     assert len(rows) == n_instances * len(LEVELS) * 3  # every level x seeds 0, 1, 2
@@ -80,7 +82,7 @@ def test_oracle_resolves_every_builtin_unit_and_null_resolves_none(tmp_path):
 
     res = launch(tmp_path, "agent=null", *FULL, timeout=3000)
     assert res.returncode == 0, res.stderr[-3000:]
-    null_rows = runs(tmp_path, "builtin", "null")
+    null_rows = runs(tmp_path, "builtin", "null", FULL_VIEW)
     assert len(null_rows) == len(rows)
     assert [r["instance_id"] for r in null_rows if r["resolved"]] == []
     assert all(r["model_patch"] == "" and r["error"] is None for r in null_rows)
@@ -90,11 +92,11 @@ def test_oracle_resolves_every_builtin_unit_and_null_resolves_none(tmp_path):
 def test_rerunning_the_same_command_resumes_without_repeating_a_unit(tmp_path):
     args = ("agent=null", "benchmark.limit=2", "levels=[L0]")
     assert launch(tmp_path, *args).returncode == 0
-    first = {r["key"]: r["finished_at"] for r in runs(tmp_path, "builtin", "null")}
+    first = {r["key"]: r["finished_at"] for r in runs(tmp_path, "builtin", "null", "L0__s0")}
     res = launch(tmp_path, *args)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "2 units planned, 2 finished before, 0 to run" in res.stdout
-    assert {r["key"]: r["finished_at"] for r in runs(tmp_path, "builtin", "null")} == first
+    assert {r["key"]: r["finished_at"] for r in runs(tmp_path, "builtin", "null", "L0__s0")} == first
 
 
 def test_sigkill_of_the_driver_then_rerun_leaves_one_row_per_unit_and_no_container(tmp_path):
@@ -102,7 +104,7 @@ def test_sigkill_of_the_driver_then_rerun_leaves_one_row_per_unit_and_no_contain
     cmd = [sys.executable, "-m", "raydist.launch", f"output_root={tmp_path}", *args]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
-    rows_dir = tmp_path / "builtin" / "oracle" / "gemma3-270m" / "rows"
+    rows_dir = tmp_path / "builtin" / "oracle" / "gemma3-270m" / "L0_L3__s0-1" / "rows"
     deadline = time.time() + 900
     while time.time() < deadline and len(list(rows_dir.glob("*.parquet"))) < 2:
         time.sleep(0.5)
@@ -112,7 +114,7 @@ def test_sigkill_of_the_driver_then_rerun_leaves_one_row_per_unit_and_no_contain
     assert killed_at >= 2
     res = launch(tmp_path, *args)
     assert res.returncode == 0, res.stderr[-3000:]
-    rows = runs(tmp_path, "builtin", "oracle")
+    rows = runs(tmp_path, "builtin", "oracle", "L0_L3__s0-1")
     keys = [r["key"] for r in rows]
     assert len(keys) == len(set(keys)) == len({r["instance_id"] for r in rows}) * 4
     assert all(r["resolved"] for r in rows)
@@ -122,12 +124,12 @@ def test_sigkill_of_the_driver_then_rerun_leaves_one_row_per_unit_and_no_contain
 def test_oracle_run_writes_its_steps_action_counts_and_leak_audit(tmp_path):
     res = launch(tmp_path, "agent=oracle", "benchmark.limit=1", "levels=[L0]")
     assert res.returncode == 0, res.stderr[-3000:]
-    [row] = runs(tmp_path, "builtin", "oracle")
+    [row] = runs(tmp_path, "builtin", "oracle", "L0__s0")
     assert (row["actions_edit"], row["actions_submit"], row["actions_read"]) == (1, 1, 0)
     # L0 is the audit's baseline: the statement names three of inflection's 14 identity tokens.
     assert (row["leak_count"], row["leaked_names"], row["unmapped_names"], row["memorised_count"]) == (
         3, '["humanize", "inflection", "titleize"]', 14, 0)
-    steps = pq.read_table(tmp_path / "builtin" / "oracle" / "gemma3-270m" / "steps.parquet").to_pylist()
+    steps = pq.read_table(tmp_path / "builtin" / "oracle" / "gemma3-270m" / "L0__s0" / "steps.parquet").to_pylist()
     assert [(s["key"], s["step"], s["category"], s["input_tokens"], s["leak_count"], s["memorised_names"])
             for s in steps] == [(row["key"], 1, "edit", 0, 0, "[]"), (row["key"], 2, "submit", 0, 0, "[]")]
     assert "| - | oracle | L0 | 1 | 0.0 | 0.0 | 0.0 | 0.0 | 1.0 | 0.0 | 1.0 | 0.0 | 3 | 0 | 14 |" in res.stdout
@@ -164,20 +166,38 @@ def test_reference_task_files_run_through_the_same_path(tmp_path, benchmark, n_i
     args = (f"benchmark={benchmark}", f"data_root={SHARED}", *FULL, "seeds=[0]")
     res = launch(tmp_path, "agent=oracle", *args, timeout=3000)
     assert res.returncode == 0, res.stderr[-3000:]
-    rows = runs(tmp_path, benchmark, "oracle")
+    rows = runs(tmp_path, benchmark, "oracle", FULL_VIEW.replace("s0-1-2", "s0"))
     assert len(rows) == n_instances * len(LEVELS)
     assert [(r["instance_id"], r["level"]) for r in rows if not r["resolved"]] == []
     assert all(r["memorised_count"] == 0 for r in rows)
     res = launch(tmp_path, "agent=null", *args, timeout=3000)
     assert res.returncode == 0, res.stderr[-3000:]
-    assert [r for r in runs(tmp_path, benchmark, "null") if r["resolved"]] == []
+    assert [r for r in runs(tmp_path, benchmark, "null", FULL_VIEW.replace("s0-1-2", "s0")) if r["resolved"]] == []
 
 
-def test_hydra_multirun_runs_each_job_into_its_own_run_directory(tmp_path):
-    res = launch(tmp_path, "--multirun", "agent=oracle,null", "benchmark.limit=1", "levels=[L0]")
+def test_hydra_multirun_leaves_one_complete_table_per_agent_level_and_seed(tmp_path):
+    res = launch(tmp_path, "--multirun", "agent=oracle,null", "levels=[L0],[L3]", "benchmark.limit=1")
     assert res.returncode == 0, res.stderr[-3000:]
-    assert [r["resolved"] for r in runs(tmp_path, "builtin", "oracle")] == [True]
-    assert [r["resolved"] for r in runs(tmp_path, "builtin", "null")] == [False]
+    got = {(agent, view): [(r["level"], r["seed"], r["outcome"]) for r in runs(tmp_path, "builtin", agent, view)]
+           for agent in ("oracle", "null") for view in ("L0__s0", "L3__s0")}
+    assert got == {("oracle", "L0__s0"): [("L0", 0, "resolved")], ("oracle", "L3__s0"): [("L3", 0, "resolved")],
+                   ("null", "L0__s0"): [("L0", 0, "unresolved")], ("null", "L3__s0"): [("L3", 0, "unresolved")]}
+    summaries = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.glob("builtin/*/*/*/summary.md"))
+    assert summaries == ["builtin/null/gemma3-270m/L0__s0/summary.md", "builtin/null/gemma3-270m/L3__s0/summary.md",
+                         "builtin/oracle/gemma3-270m/L0__s0/summary.md", "builtin/oracle/gemma3-270m/L3__s0/summary.md"]
+
+
+def test_a_failing_multirun_job_does_not_stop_the_next_and_the_exit_status_names_it(tmp_path):
+    dead = f"unix://{tmp_path}/no-such-daemon.sock"
+    res = launch(tmp_path, "--multirun", "agent=null", f"sandbox.docker_host={dead},null", "benchmark.limit=1",
+                 "levels=[L0]")
+    assert res.returncode == 2, res.stderr[-3000:]
+    assert [(r["level"], r["outcome"]) for r in runs(tmp_path, "builtin", "null", "L0__s0")] == [("L0", "unresolved")]
+    failed = [line for line in res.stderr.splitlines() if line.startswith("raydist: failed job")]
+    escaped = dead.replace(":", "\\:")  # Hydra names the job in its override syntax
+    assert failed == [f"raydist: failed job (exit 2): output_root={tmp_path} agent=null sandbox.docker_host={escaped} "
+                      "benchmark.limit=1 "
+                      f"levels=[L0] -> {tmp_path}/builtin/null/gemma3-270m/L0__s0"]
 
 
 @pytest.mark.llm
@@ -198,9 +218,9 @@ def test_validity_gate_excludes_views_the_oracle_cannot_resolve_or_the_null_agen
     res = launch(tmp_path, "benchmark=file", f"benchmark.source={source}", "levels=[L0]",
                  "agents.miniswe.step_limit=1")
     assert res.returncode == 0, res.stderr[-3000:]
-    rows = runs(tmp_path, "file", "miniswe")
+    rows = runs(tmp_path, "file", "miniswe", "L0__s0")
     assert [r["instance_id"] for r in rows] == ["gate-good"]
-    gate = json.loads((tmp_path / "file" / "miniswe" / "gemma3-270m" / "gate.json").read_text())
+    gate = json.loads((tmp_path / "file" / "miniswe" / "gemma3-270m" / "L0__s0" / "gate.json").read_text())
     assert gate["checked"] == 3
     reasons = {e["instance_id"]: e["reason"] for e in gate["excluded"]}
     assert set(reasons) == {"gate-null-resolves", "gate-oracle-fails"}

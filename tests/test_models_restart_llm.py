@@ -75,7 +75,7 @@ def _wait(what: str, check, launch: subprocess.Popen, log: Path, seconds: float)
 
 def test_a_launch_whose_model_server_is_killed_twice_finishes_every_unit(tmp_path):
     out = tmp_path / "runs"
-    run_dir = out / "builtin" / "miniswe" / "gemma3-270m"
+    run_dir = out / "builtin" / "miniswe" / "gemma3-270m" / "L0__s0"
     log = tmp_path / "launch.log"
     # One unit at a time and short answers, so the kills land while work is left on a shared
     # 2-core machine where Gemma may write ~1 token/s; a generous request timeout, so slowness

@@ -14,11 +14,12 @@ import pytest
 
 from raydist.agents import AgentSettings, run_agent
 from raydist.cluster.plan import RunUnit
-from raydist.cluster.prepare import PreparationError, failure_row, prepared_of
+from raydist.cluster.prepare import PreparationError, prepared_of
 from raydist.cluster.unit import UnitSettings, execute_unit
 from raydist.models import ModelEndpoint, ModelUnreachable
 from raydist.models.retry import call_with_retries
 from raydist.outcomes import InfrastructureError, InputError, RetryPolicy, agent_exit_of, classify_exception
+from raydist.results.sink import Failure, error_row
 from raydist.sandbox import ImageBuildError, SandboxUnavailable
 from raydist.tasks import load_instances
 from raydist.views import PatchApplyError, View
@@ -200,14 +201,14 @@ def test_a_docker_daemon_that_does_not_answer_is_an_infrastructure_error(tmp_pat
 
 def test_a_failed_view_preparation_becomes_the_units_row_with_its_outcome_and_cause():
     unit = RunUnit("x", "h", "-", "oracle", "L1+L3", 2, "c")
-    failure = {"outcome": "infrastructure_error", "error_cause": "view_preparation",
-               "error": "PreparationError: L1 for 'x' seed 2: every LLM call failed"}
+    failure = Failure("infrastructure_error", "view_preparation",
+                      "PreparationError: L1 for 'x' seed 2: every LLM call failed")
     prepared, got = prepared_of(unit, {}, {("x", 2, "L1"): failure})
     assert prepared is None
-    row = failure_row(unit, got)
+    row = error_row(unit, got)
     assert (row["outcome"], row["error_cause"], row["attempts"], row["resolved"]) == (
         "infrastructure_error", "view_preparation", 1, False)
     assert row["error"] == "L1 view preparation failed: PreparationError: L1 for 'x' seed 2: every LLM call failed"
-    bug = {"outcome": "bug", "error_cause": "KeyError", "error": "KeyError: 'files'\nTraceback ..."}
+    bug = Failure("bug", "KeyError", "KeyError: 'files'\nTraceback ...")
     _, got = prepared_of(unit, {}, {("x", 2, "L1"): bug})
-    assert (failure_row(unit, got)["outcome"], failure_row(unit, got)["error_cause"]) == ("bug", "KeyError")
+    assert (error_row(unit, got)["outcome"], error_row(unit, got)["error_cause"]) == ("bug", "KeyError")

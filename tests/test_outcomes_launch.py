@@ -37,7 +37,7 @@ def _launch(tmp_path: Path, agent: str, source: Path) -> tuple[subprocess.Comple
     res = subprocess.run([sys.executable, "-m", "raydist.launch", f"output_root={tmp_path}", f"agent={agent}",
                           "benchmark=file", f"benchmark.source={source}", "levels=[L0]"],
                          cwd=ROOT, capture_output=True, text=True, timeout=1500)
-    rows = pq.read_table(tmp_path / "file" / agent / "gemma3-270m" / "runs.parquet").to_pylist()
+    rows = pq.read_table(tmp_path / "file" / agent / "gemma3-270m" / "L0__s0" / "runs.parquet").to_pylist()
     return res, rows
 
 

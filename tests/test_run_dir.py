@@ -110,7 +110,7 @@ def test_infrastructure_errors_run_again_with_backoff_up_to_the_bound_and_input_
 def test_two_launches_into_one_run_directory_one_runs_the_other_is_refused(tmp_path):
     args = [sys.executable, "-m", "raydist.launch", f"output_root={tmp_path}", "agent=null", "benchmark.limit=1",
             "levels=[L0]"]
-    lock = tmp_path / "builtin" / "null" / "gemma3-270m" / ".launch.lock"
+    lock = tmp_path / "builtin" / "null" / "gemma3-270m" / "L0__s0" / ".launch.lock"
     first = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     while time.time() < deadline and not (lock.exists() and lock.read_text().strip()):

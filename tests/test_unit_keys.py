@@ -116,3 +116,17 @@ def test_scripted_agents_keys_follow_the_sandbox_but_not_the_llm_agents_settings
     assert keys(tmp_path, "agents.miniswe.step_limit=99", "model=openai/gpt-4o-mini", agent="oracle") == base
     assert set(keys(tmp_path, "sandbox.grading_timeout_s=60", agent="oracle")).isdisjoint(base)
     assert set(keys(tmp_path, "sandbox.limits.memory=4g", agent="oracle")).isdisjoint(base)
+
+
+@pytest.mark.parametrize("agent, digest", [("oracle", "ebdbb2c9440dd8a3"), ("null", "12c09ef39e9693e2")])
+def test_the_default_launchs_unit_keys_are_those_its_earlier_rows_carry(tmp_path, agent, digest):
+    """The 12 keys of the default launch (built-in set, L0 + L3, seed 0) of a scripted agent,
+    pinned: a refactoring that changes them would orphan every finished row of that launch."""
+    import hashlib
+    import json
+
+    with initialize_config_dir(config_dir=str(ROOT / "raydist" / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=[f"agent={agent}", f"cache_dir={tmp_path / 'cache'}"])
+    units = Job.from_config(cfg, run_dir=tmp_path / "run").units
+    assert len(units) == 12
+    assert hashlib.sha256(json.dumps([u.key for u in units]).encode()).hexdigest()[:16] == digest

@@ -30,11 +30,11 @@ class AgentSettings:
         cwd: the repository directory inside the sandbox.
     """
 
-    step_limit: int = 8
+    step_limit: int = 6
     cost_limit: float = 3.0
     wall_time_limit_s: float = 600.0
     command_timeout_s: float = 60.0
-    output_limit_chars: int = 4000
+    output_limit_chars: int = 2500
     grammar: bool = True
     temperature: float = 0.0
     max_tokens: int = 192

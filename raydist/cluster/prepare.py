@@ -19,28 +19,22 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from raydist._util.files import atomic_write_json
 from raydist._util.hashing import stable_hash
 from raydist._util.protocols import Complete
-from raydist.outcomes import InfrastructureError
+from raydist.cluster.errors import PreparationError
 from raydist.prompts import resolve_prompts_dir
+from raydist.results.sink import Failure
 from raydist.views.base import Prepared, RepoFiles, ViewOptions, levels_needing
 
 
 #: Part of every cache key, per kind: raise one when a change makes that kind's records wrong.
 PREPARATION_VERSION = {"L1": 5, "L4": 4}
-
-
-class PreparationError(InfrastructureError):
-    """The model server or Docker failed while preparing a view (infrastructure: retried)."""
-
-    default_cause = "view_preparation"
 
 
 @dataclass(frozen=True)
@@ -130,10 +124,7 @@ class PrepCache:
     def put(self, key: str, record: Mapping[str, Any]) -> None:
         """Store ``record`` under ``key`` (atomic rename; raises OSError on a full disk)."""
         self.root.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=f".{key}.", suffix=".tmp")
-        with os.fdopen(fd, "w") as handle:
-            json.dump(record, handle, indent=1, sort_keys=True)
-        os.replace(tmp, self.root / f"{key}.json")
+        atomic_write_json(self.root / f"{key}.json", dict(record), indent=1)
 
 
 def prepared_for(level: str, records: Mapping[str, Mapping | None]) -> Prepared:
@@ -210,55 +201,8 @@ def run_preparation(task: PrepTask, instance, options: ViewOptions, *, endpoint=
     return prepare_rewrites(instance, task.seed, repo, options, gate, complete)
 
 
-# --- driver side: what a launch prepares, and what each unit gets -----------------------
-
-def prepare_views(job, units: list, view_endpoint) -> tuple[dict, dict]:
-    """Compute (or read from the cache) every L1/L4 preparation ``units`` need, on Ray.
-
-    ``job`` is a ``raydist.job.Job``; ``view_endpoint()`` starts (once) and returns the view
-    model's endpoint.
-    Returns ``(records, errors)`` keyed by ``(instance_id, seed, kind)``. The view model is
-    served only when some preparation that needs it is not cached yet."""
-    from raydist.cluster.runner import run_preparations
-    from raydist.views import ViewOptions
-
-    options = ViewOptions(**job.settings.view_options)
-    cache = PrepCache(Path(job.settings.cache_dir) / "views")
-    records: dict = {}
-    errors: dict = {}
-    pending = []
-    keys = {}
-    for task in preparation_tasks(units):
-        key = task_key(task, job.instances[task.instance_id], options, job.view_model_identity)
-        keys[task] = key
-        record = cache.get(key)
-        if record is None:
-            pending.append(task)
-        else:
-            records[(task.instance_id, task.seed, task.kind)] = record
-    if not pending:
-        return records, errors
-    needs_model = any(t.kind == "L1" for t in pending) or options.l4_llm_attempts > 0
-    print(f"preparing {len(pending)} views (L1 paraphrases, L4 rewrites with their test gate)"
-          + (f" with view model {options.model}" if needs_model else ""), flush=True)
-    endpoint = view_endpoint() if needs_model else None
-
-    def on_record(task, record, failure):
-        where = (task.instance_id, task.seed, task.kind)
-        if failure is not None:
-            errors[where] = failure
-            print(f"  {task.kind} {task.instance_id} seed {task.seed}: FAILED ({failure['outcome']}): "
-                  f"{failure['error'].splitlines()[0][:200]}", flush=True)
-            return
-        cache.put(keys[task], record)
-        records[where] = record
-        print(f"  {task.kind} {task.instance_id} seed {task.seed}: {describe_record(task.kind, record)}", flush=True)
-
-    run_preparations(pending, job.instances, options, endpoint, job.settings, job.ray, on_record)
-    return records, errors
-
-
 def describe_record(kind: str, record: dict) -> str:
+    """One line on a preparation record, for the launch's log."""
     if kind == "L1":
         return f"{record['source']} after {record['attempts']} attempt(s)"
     sources = [f["source"] for f in record["functions"].values()]
@@ -267,39 +211,14 @@ def describe_record(kind: str, record: dict) -> str:
                or "none enclose the gold patch"))
 
 
-def prepared_of(unit, records: dict, errors: dict) -> tuple[Prepared | None, dict | None]:
+def prepared_of(unit, records: Mapping, errors: Mapping) -> tuple[Prepared | None, Failure | None]:
     """``(Prepared, None)`` for ``unit`` from ``records``, or ``(None, failure)`` when a
-    preparation it needs failed: ``errors`` (keyed like ``records``) holds
-    ``{"outcome", "error_cause", "error"}``, and the failure returned names the kind in its
-    ``error``."""
+    preparation it needs failed: ``errors`` (keyed like ``records``, by ``(instance_id, seed,
+    kind)``) holds ``raydist.results.sink.Failure``s, and the failure returned names the kind."""
     needed = {}
     for kind in sorted(levels_needing(unit.level)):
         where = (unit.instance_id, unit.seed, kind)
         if where in errors:
-            failure = errors[where]
-            return None, {**failure, "error": f"{kind} view preparation failed: {failure['error']}"}
+            return None, errors[where].prefixed(f"{kind} view preparation failed: ")
         needed[kind] = records.get(where)
     return prepared_for(unit.level, needed), None
-
-
-def failure_row(unit, failure: dict) -> dict:
-    """The result row of ``unit`` ended by a preparation ``failure`` (see ``prepared_of``)."""
-    from raydist.cluster.runner import error_row
-
-    return error_row(unit, failure["error"], outcome=failure["outcome"], cause=failure["error_cause"])
-
-
-def attach_prepared(job, units: list, records: dict, errors: dict, store, written: list):
-    """``({key: Prepared}, runnable units)``; a unit whose preparation failed gets that
-    failure's error row (written to ``store`` and appended to ``written``) instead."""
-    prepared, runnable = {}, []
-    for unit in units:
-        value, failure = prepared_of(unit, records, errors)
-        if failure is not None:
-            row = failure_row(unit, failure)
-            store.write_row(row)
-            written.append(row)
-            continue
-        prepared[unit.key] = value
-        runnable.append(unit)
-    return prepared, runnable

@@ -11,8 +11,9 @@ class UnitProgress:
     """Counts units as their last row arrives; ``failed`` counts rows whose ``outcome`` is an
     error (``raydist.outcomes.ERRORS``: input, infrastructure, bug), ``resolved`` the resolved."""
 
-    def __init__(self, total: int, already_done: int = 0, desc: str = "units"):
-        self.failed = 0
+    def __init__(self, total: int, already_done: int = 0, desc: str = "units", errors: int = 0):
+        """``already_done`` units count as done, ``errors`` of them as errors."""
+        self.failed = errors
         self.resolved = 0
         self._running = 0
         self.bar = tqdm(total=total, initial=already_done, desc=desc, unit="unit", dynamic_ncols=True)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from raydist._util.protocols import Complete
-from raydist.cluster.prepare import PreparationError
+from raydist.cluster.errors import PreparationError
 from raydist.views.base import RepoFiles, ViewOptions
 
 #: ``(files) -> (passed, feedback)``: runs the instance's tests with ``files`` (path -> text in

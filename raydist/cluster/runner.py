@@ -16,7 +16,8 @@ from typing import Callable, Sequence
 
 from raydist.cluster.plan import RunUnit
 from raydist.cluster.unit import UnitSettings, execute_unit
-from raydist.outcomes import INFRASTRUCTURE_ERROR, RetryPolicy, classify_exception
+from raydist.outcomes import RetryPolicy, classify_exception
+from raydist.results.sink import Failure, error_row, task_failure
 
 
 FAILURE = "__raydist_failure__"
@@ -145,18 +146,18 @@ def run_bounded(remote, items: Sequence, args_of: Callable[[object], tuple], lim
 
 
 def run_preparations(tasks: Sequence, instances: dict, options, endpoint, settings: UnitSettings,
-                     ray_options: RayOptions, on_record: Callable[[object, dict | None, str | None], None]) -> None:
+                     ray_options: RayOptions, on_record: Callable[[object, dict | None, Failure | None], None]) -> None:
     """Run view preparations (``raydist.cluster.prepare``) with at most
     ``ray_options.max_concurrency`` in flight; ``on_record(task, record, failure)`` gets each
-    result at once (``failure``: None, or ``{"outcome", "error_cause", "error"}`` classified by
+    result at once (``failure``: None, or a ``raydist.results.sink.Failure`` classified by
     ``raydist.outcomes``, ``record`` then None; a task that died is an infrastructure error)."""
     remote = _remote_prepare().options(num_cpus=ray_options.cpus_per_unit)
 
     def on_result(task, result, error):
         if error is not None:
-            on_record(task, None, {"outcome": INFRASTRUCTURE_ERROR, "error_cause": "ray_task_failed", "error": error})
+            on_record(task, None, task_failure(error))
         elif isinstance(result, dict) and FAILURE in result:
-            on_record(task, None, result[FAILURE])
+            on_record(task, None, Failure.of(result[FAILURE]))
         else:
             on_record(task, result, None)
 
@@ -177,10 +178,10 @@ def _remote_image():
     return build_image
 
 
-def build_images(recipes: dict, settings: UnitSettings, options: RayOptions) -> dict[str, dict]:
+def build_images(recipes: dict, settings: UnitSettings, options: RayOptions) -> dict[str, Failure]:
     """Build (or find) every instance image before any agent runs, in parallel.
 
-    Returns ``{recipe_key: {"outcome", "error_cause", "error"}}`` for recipes that failed
+    Returns ``{recipe_key: Failure}`` for recipes that failed
     (``raydist.outcomes.classify_exception`` of what the build raised); their units then
     record that error instead of each retrying the build."""
     import ray
@@ -195,8 +196,8 @@ def build_images(recipes: dict, settings: UnitSettings, options: RayOptions) -> 
         except Exception as exc:  # noqa: BLE001 - reported per recipe, the rest go on
             cause = getattr(exc, "cause", None) or exc
             outcome, error_cause = classify_exception(cause)
-            failed[key] = {"outcome": outcome, "error_cause": error_cause,
-                           "error": f"instance image could not be built: {type(cause).__name__}: {cause}"}
+            failed[key] = Failure(outcome, error_cause,
+                                  f"instance image could not be built: {type(cause).__name__}: {cause}")
     return failed
 
 
@@ -223,7 +224,7 @@ def run_units(
 
     def finished(unit: RunUnit, row: dict | None, error: str | None) -> float | None:
         if error is not None:
-            row = error_row(unit, f"run unit task failed: {error}", cause="ray_task_failed")
+            row = error_row(unit, task_failure(f"run unit task failed: {error}"))
         attempts[unit.key] = attempts.get(unit.key, 0) + 1
         row = {**row, "attempts": attempts[unit.key]}
         delay = options.retry.delay(attempts[unit.key], row.get("outcome"), row.get("retry_after"))
@@ -239,12 +240,3 @@ def run_units(
     run_bounded(remote, units,
                 lambda unit: (unit, instances[unit.instance_id], settings, endpoint, (prepared or {}).get(unit.key)),
                 options.max_concurrency, finished, progress.running if progress else None)
-
-
-def error_row(unit: RunUnit, message: str, *, outcome: str = INFRASTRUCTURE_ERROR, cause: str) -> dict:
-    """The result row of a unit that could not run: ``outcome`` (one of
-    ``raydist.outcomes.ERRORS``; infrastructure errors run again, within the retry bound and
-    on resume) and ``cause`` (the ``error_cause`` token); ``message`` is kept to 4000 characters."""
-    return {"key": unit.key, "instance_id": unit.instance_id, "model": unit.model, "agent": unit.agent,
-            "level": unit.level, "seed": unit.seed, "config_hash": unit.config_hash, "resolved": False,
-            "error": message[:4000], "outcome": outcome, "error_cause": cause, "attempts": 1}

@@ -83,3 +83,42 @@ def serve_model(model: str, model_cfg: dict | None) -> Iterator:
         except Exception:  # noqa: BLE001 - the actor is killed below either way
             pass
         ray.kill(server)
+
+
+class ModelServers:
+    """The models a launch serves, each started on first use and stopped by ``release`` or
+    when the ``with`` block ends (also on error or interrupt)."""
+
+    def __init__(self) -> None:
+        from contextlib import ExitStack
+
+        self._stacks: dict[str, ExitStack] = {}
+        self._endpoints: dict[str, object] = {}
+
+    def __enter__(self) -> "ModelServers":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for name in list(self._stacks):
+            self.release(name)
+
+    def endpoint(self, name: str, model_cfg: dict | None):
+        """The ``ModelEndpoint`` of ``name`` (``serve_model``), started once."""
+        from contextlib import ExitStack
+
+        if name not in self._endpoints:
+            stack = ExitStack()
+            self._endpoints[name] = stack.enter_context(serve_model(name, model_cfg))
+            self._stacks[name] = stack
+        return self._endpoints[name]
+
+    def serving(self, name: str) -> bool:
+        """Whether ``name`` has been started and not released."""
+        return name in self._stacks
+
+    def release(self, name: str) -> None:
+        """Stop ``name``'s server (if it runs), freeing its CPUs or GPU."""
+        self._endpoints.pop(name, None)
+        stack = self._stacks.pop(name, None)
+        if stack is not None:
+            stack.close()

@@ -90,11 +90,23 @@ RUNS_SCHEMA = pa.schema(
 
 _DEFAULTS = {"resolved": False}
 
+#: Keys a row produced by ``raydist.cluster.unit.execute_unit`` carries besides the columns:
+#: the unit's step records (stored as its steps file) and a failing service's Retry-After
+#: (read by the scheduler). They are never stored in the row.
+TRANSIENT_KEYS = frozenset({"step_records", "retry_after"})
+
 
 def normalise_row(row: Mapping) -> dict:
-    """A dict with exactly the schema's fields (missing ones None, unknown ones dropped).
+    """A dict with exactly the schema's fields (missing nullable ones None).
 
-    Raises ``KeyError`` naming a missing non-nullable field."""
+    Raises ``KeyError`` naming a missing non-nullable field, or a key that is neither a column
+    of ``RUNS_SCHEMA`` nor one of ``TRANSIENT_KEYS`` (with the columns listed): a value with no
+    column would otherwise be lost without a word."""
+    columns = RUNS_SCHEMA.names
+    unknown = sorted(set(row) - set(columns) - TRANSIENT_KEYS)
+    if unknown:
+        raise KeyError(f"result row has key {unknown[0]!r}, which is no column of runs.parquet; "
+                       f"the columns are {', '.join(columns)}")
     out = {}
     for field in RUNS_SCHEMA:
         value = row.get(field.name, _DEFAULTS.get(field.name))

@@ -13,7 +13,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -21,6 +20,7 @@ from typing import Iterable, Mapping
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from raydist._util.files import atomic_write_text, temporary_beside
 from raydist.outcomes import OUTCOMES, retryable
 from raydist.results.schema import RUNS_SCHEMA, STEPS_SCHEMA, normalise_row, step_rows
 
@@ -144,7 +144,7 @@ class ResultStore:
 def _durable_write(table: pa.Table, final: Path, what: str) -> Path:
     """Write ``table`` to ``final`` through an fsynced temporary file and an atomic rename."""
     try:
-        with _temporary_beside(final) as (fh, tmp):
+        with temporary_beside(final) as (fh, tmp):
             pq.write_table(table, fh)
             fh.flush()
             os.fsync(fh.fileno())
@@ -154,32 +154,8 @@ def _durable_write(table: pa.Table, final: Path, what: str) -> Path:
     return final
 
 
-@contextmanager
-def _temporary_beside(path: Path):
-    """``(binary file, its path)``: a new temporary file in ``path``'s folder with a unique name
-    (``tempfile``), removed on the way out unless it was renamed, so two writers never share
-    one and a failed write leaves nothing."""
-    handle = tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False)
-    tmp = Path(handle.name)
-    try:
-        os.fchmod(handle.fileno(), 0o644)  # as a plain open() would: mkstemp's 0600 hides results from readers
-        with handle:
-            yield handle, tmp
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Replace ``path`` by ``text`` (UTF-8) at once: readers see the old file or the new one,
-    never a part (unique temporary name, then ``os.replace``)."""
-    with _temporary_beside(Path(path)) as (fh, tmp):
-        fh.write(text.encode("utf-8"))
-        fh.flush()
-        os.replace(tmp, path)
-
-
 def _atomic_write_parquet(table: pa.Table, path: Path) -> None:
-    with _temporary_beside(path) as (fh, tmp):
+    with temporary_beside(path) as (fh, tmp):
         pq.write_table(table, fh)
         fh.flush()
         os.replace(tmp, path)

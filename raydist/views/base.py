@@ -102,11 +102,11 @@ class ViewOptions:
 
     l3_files: str = "patched"
     """Files L3 reorders: ``patched`` (the .py files the gold patch touches) or ``all``."""
-    l1_attempts: int = 3
+    l1_attempts: int = 2
     """L1: paraphrase attempts (each verified) before the canonical statement is used (§III-B)."""
-    l1_max_tokens: int = 768
+    l1_max_tokens: int = 512
     """L1: completion tokens one paraphrase may use (a paraphrase is about as long as the statement)."""
-    l4_llm_attempts: int = 2
+    l4_llm_attempts: int = 1
     """L4: LLM rewrite attempts per function before the deterministic rewriter is used (§III-E)."""
     model: str = "gemma3-270m"
     """The LLM that writes L1 paraphrases and L4 rewrites: a ``local_models`` entry or a litellm name."""

@@ -1,0 +1,280 @@
+"""The main job's settings as structured configs: one dataclass per config node, one default
+and one docstring per field. ``conf/config.yaml`` and its groups only select and override.
+
+The defaults come from the dataclasses that use the values (``ViewOptions``, ``Limits``,
+``RayOptions``, ``RetryPolicy``), so there is one place to change a default. The schema is
+registered in Hydra's ConfigStore as ``launch_schema`` (the first entry of config.yaml's
+defaults list): Hydra then refuses an unknown key or a value of the wrong type while it
+composes, and ``check_config`` runs each node's own checks (e.g. a Docker size string).
+
+``agents`` and ``local_models`` are maps of named entries a user extends: an agent entry is
+``kind`` plus fields of ``raydist.agents.AgentSettings`` (checked by ``check_agents``), a
+model entry is what ``raydist.cluster.serving.serve_model`` takes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Dict, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+from raydist.cluster.runner import RayOptions
+from raydist.outcomes import RetryPolicy
+from raydist.sandbox.container import Limits
+from raydist.views.base import ViewOptions
+
+_VIEW, _LIMITS, _RAY, _RETRY = ViewOptions(), Limits(), RayOptions(), RetryPolicy()
+
+AGENT_KINDS = ("llm", "oracle", "null")
+
+
+class ConfigError(ValueError):
+    """A setting that is not allowed; the message names the key and what it accepts."""
+
+
+@dataclass
+class ViewConfig:
+    """``view``: how views are built (``raydist.views.base.ViewOptions``, whose checks apply)."""
+
+    l3_files: str = _VIEW.l3_files
+    """L3 target files: ``patched`` (the .py files the gold patch touches, §V-C) or ``all``."""
+    l1_attempts: int = _VIEW.l1_attempts
+    """L1 (§III-B): paraphrase attempts, each checked by the LLM verifier, before the canonical
+    statement is shown instead; the default suits the embedded 270M model on 2 cores."""
+    l1_max_tokens: int = _VIEW.l1_max_tokens
+    """Completion tokens one L1 paraphrase may use."""
+    l4_llm_attempts: int = _VIEW.l4_llm_attempts
+    """L4 (§III-E): LLM rewrite attempts per function before the deterministic rewriter (0: only
+    the deterministic rewriter); every accepted rewrite passes the test gate."""
+    model: str = _VIEW.model
+    """The LLM that writes L1 paraphrases and L4 rewrites: a ``local_models`` entry or a litellm name."""
+    prompts_dir: str = _VIEW.prompts_dir
+    """Folder of the L1/L4 prompt templates (relative: from the raydist package)."""
+    request_timeout_base_s: float = _VIEW.request_timeout_base_s
+    """Seconds a view-model request may take besides generating (part of no key)."""
+    request_min_tokens_per_s: float = _VIEW.request_min_tokens_per_s
+    """Slowest generation still given time: a request for N tokens may take base + N / rate s."""
+
+    def __post_init__(self) -> None:
+        _build("view", ViewOptions, self)
+
+
+@dataclass
+class LimitsConfig:
+    """``sandbox.limits``: resource limits of every container (``raydist.sandbox.Limits``)."""
+
+    cpus: float = _LIMITS.cpus
+    """Cores of one container."""
+    memory: str = _LIMITS.memory
+    """RAM as a Docker size (``2g``), no swap; tmpfs pages of /tmp and /testbed count here too."""
+    pids: int = _LIMITS.pids
+    """Most processes at once."""
+    file_size: str = _LIMITS.file_size
+    """Largest file one process may write (RLIMIT_FSIZE), a Docker size."""
+    tmp_size: str = _LIMITS.tmp_size
+    """tmpfs volume at /tmp (the agent's home), a Docker size."""
+    testbed_size: Optional[str] = _LIMITS.testbed_size
+    """How much /testbed may grow beyond the image's repository, a Docker size."""
+
+    def __post_init__(self) -> None:
+        _build("sandbox.limits", Limits, self)
+
+
+@dataclass
+class SandboxConfig:
+    """``sandbox``: the Docker sandbox of agent and grading runs (``raydist.sandbox``)."""
+
+    docker_host: Optional[str] = None
+    """Docker daemon URL; null: DOCKER_HOST or the local socket."""
+    base_image: Optional[str] = None
+    """Base image tag; null: the tag launch/base_image.sh builds."""
+    network: str = "none"
+    """Docker network of agent containers (``none``: no network)."""
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
+    """Resource limits of every container."""
+    grading_timeout_s: float = 900.0
+    """Seconds the test run of one grading may take."""
+
+
+@dataclass
+class ClusterConfig:
+    """``cluster``: where units run (``raydist.cluster.runner.RayOptions``)."""
+
+    address: Optional[str] = _RAY.address
+    """null: a local Ray on loopback; ``auto``: the cluster this node belongs to; ``ray://host:10001``:
+    Ray Client. A dashboard URL (``http://host:8265``) takes jobs, not drivers: submit the
+    launch there with ``ray job submit`` instead."""
+    max_concurrency: int = _RAY.max_concurrency
+    """Run units in flight at once (at least 1)."""
+    cpus_per_unit: float = _RAY.cpus_per_unit
+    """Ray CPU reservation of one unit (the container has its own limit); above 0."""
+    image_build_cpus: float = _RAY.image_build_cpus
+    """Ray CPU reservation of one image build."""
+
+    def __post_init__(self) -> None:
+        address = self.address if isinstance(self.address, str) else ""
+        if address.startswith(("http://", "https://")):
+            raise ConfigError(
+                f"cluster.address={address}: that is the Ray dashboard (job submission) address, which runs "
+                f"jobs, not drivers; submit the launch to it: `ray job submit --address {address} "
+                "--working-dir . -- python -m raydist.launch cluster=remote`, or give cluster.address=auto "
+                "on a node of the cluster, or ray://<head>:10001 (Ray Client)")
+        if int(self.max_concurrency) < 1:
+            raise ConfigError(f"cluster.max_concurrency={self.max_concurrency}: must be at least 1")
+        if float(self.cpus_per_unit) <= 0:
+            raise ConfigError(f"cluster.cpus_per_unit={self.cpus_per_unit}: must be above 0")
+
+
+@dataclass
+class ResumeConfig:
+    """``resume``: what runs again (``raydist.outcomes.RetryPolicy``); part of no key."""
+
+    retry_errors: bool = True
+    """Units whose row records an infrastructure error run again on the next launch."""
+    max_attempts: int = _RETRY.max_attempts
+    """Tries in all of a unit ending in an infrastructure error, within one launch."""
+    backoff_s: float = _RETRY.backoff_s
+    """Wait after attempt n: backoff_s * 2^(n-1) seconds (or the server's Retry-After)."""
+    backoff_max_s: float = _RETRY.backoff_max_s
+    """Longest wait between attempts."""
+
+    def __post_init__(self) -> None:
+        _build("resume", RetryPolicy, self, skip=("retry_errors",))
+
+
+@dataclass
+class BenchmarkConfig:
+    """``benchmark``: the instances (a ``benchmark=`` group option names one set)."""
+
+    name: str = MISSING
+    """Names the run directory (``<output_root>/<name>/...``)."""
+    source: Optional[str] = None
+    """``builtin``, a SWE-bench-format file (.jsonl, .json, .parquet) or hf://<dataset>@<split>."""
+    ids: Any = None
+    """Instance ids to run (a list or one id), or null for all."""
+    limit: Optional[int] = None
+    """At most this many instances (the first ones), or null for all."""
+    kind: str = "tasks"
+    """``tasks`` (repositories, this launcher) or ``problems`` (``raydist.problems.launch``)."""
+    dataset: Optional[str] = None
+    """The seed-problem set of a ``problems`` benchmark."""
+
+
+@dataclass
+class LaunchConfig:
+    """The main job: model x agent x level x seed over the instances of one benchmark."""
+
+    agent: Optional[str] = "miniswe"
+    """A key of ``agents``: ``miniswe`` (mini-swe-agent on ``model``), ``oracle`` (the gold patch
+    through the view) or ``null`` (submits nothing)."""
+    model: str = "gemma3-270m"
+    """Any litellm model name (keys from the environment) or a ``local_models`` entry."""
+    levels: Any = field(default_factory=lambda: ["L0", "L3"])
+    """Repository-view levels (SchrodingerRepo §III): a list (``L0``, ``L1+L3``...) or ``implemented``."""
+    seeds: Any = field(default_factory=lambda: [0])
+    """View seeds: one whole number or a list (§V-C uses three)."""
+    dry_run: bool = False
+    """Print the plan (units, images, estimated cost and time) and exit 0; start nothing."""
+    gate: bool = True
+    """Validity gate before an LLM agent is spent: the oracle must resolve every view and the null
+    agent must not; a view that fails is reported and not run. Scripted agents skip it."""
+    view: ViewConfig = field(default_factory=ViewConfig)
+    benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    resume: ResumeConfig = field(default_factory=ResumeConfig)
+    agents: Dict[str, Any] = field(default_factory=dict)
+    """Named agents: ``kind`` (llm, oracle, null) plus fields of ``raydist.agents.AgentSettings``."""
+    local_models: Dict[str, Any] = field(default_factory=dict)
+    """Models raydist serves itself (``raydist.cluster.serving.serve_model``), by name."""
+    data_root: str = "${oc.env:RAYDIST_DATA_ROOT,../shared/data}"
+    """Data sets that no package ships; the ``benchmark`` group reads files below it."""
+    cache_dir: str = "${oc.env:RAYDIST_CACHE_DIR,${oc.env:HOME}/.cache/raydist}"
+    """Host cache: sdists, wheelhouses, repository snapshots, view preparations, file hashes."""
+    output_root: str = "runs"
+    """Run directories live below it: ``<benchmark>/<agent>/<model>/<levels>__s<seeds>``."""
+
+
+def _build(key: str, cls: type, node: Any, skip: tuple[str, ...] = ()) -> None:
+    """Construct ``cls`` from the fields of ``node`` so its own checks run; ``ConfigError``
+    naming ``key`` on failure. Unresolved interpolations are left to later resolution."""
+    values = {f.name: getattr(node, f.name) for f in fields(node) if f.name not in skip}
+    if any(isinstance(v, str) and "${" in v for v in values.values()):
+        return
+    try:
+        cls(**values)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{key}: {exc}") from exc
+
+
+def check_agents(agents: dict) -> None:
+    """Every entry of ``agents`` has a ``kind`` of ``AGENT_KINDS`` and only fields of
+    ``AgentSettings`` with values it accepts. Raises ``ConfigError`` naming the key."""
+    from raydist.agents.settings import AgentSettings
+
+    allowed = [f.name for f in fields(AgentSettings)]
+    for name, entry in agents.items():
+        entry = dict(entry or {})
+        kind = entry.pop("kind", None)
+        if kind not in AGENT_KINDS:
+            raise ConfigError(f"agents.{name}.kind={kind!r}: choose one of {', '.join(AGENT_KINDS)}")
+        unknown = sorted(set(entry) - set(allowed))
+        if unknown:
+            raise ConfigError(f"agents.{name}.{unknown[0]} is not a setting; allowed: kind, {', '.join(allowed)}")
+        try:
+            AgentSettings(**entry)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"agents.{name}: {exc}") from exc
+
+
+def check_config(cfg: DictConfig) -> LaunchConfig:
+    """``cfg`` (the composed config) as a ``LaunchConfig`` object with every node's checks run
+    and every agent entry checked. Raises ``ConfigError`` naming the first bad key."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(LaunchConfig), cfg)
+        launch = OmegaConf.to_object(merged)
+    except ConfigError:
+        raise
+    except OmegaConfBaseException as exc:
+        cause = exc.__cause__ if isinstance(exc.__cause__, ConfigError) else None
+        if cause is not None:
+            raise cause from exc
+        raise ConfigError(describe_config_error(exc)) from exc
+    check_agents(launch.agents)
+    return launch
+
+
+def describe_config_error(exc: Exception) -> str:
+    """One line naming the key of an OmegaConf/Hydra error and what that node accepts."""
+    key = getattr(exc, "full_key", None) or ""
+    message = str(getattr(exc, "msg", None) or exc).strip().splitlines()[0]
+    allowed = allowed_keys(key.rpartition(".")[0]) if key else None
+    hint = f"; allowed keys there: {', '.join(allowed)}" if allowed and "not in" in str(exc) else ""
+    return f"config key {key or '?'}: {message}{hint}"
+
+
+def allowed_keys(path: str) -> list[str] | None:
+    """The field names of the schema node at dotted ``path`` ("" is the root), or None."""
+    node: Any = LaunchConfig
+    for part in [p for p in path.split(".") if p]:
+        types = {f.name: f.type for f in fields(node)} if hasattr(node, "__dataclass_fields__") else {}
+        node = _SCHEMA_NODES.get(types.get(part), None)
+        if node is None:
+            return None
+    return [f.name for f in fields(node)]
+
+
+_SCHEMA_NODES = {cls.__name__: cls for cls in (ViewConfig, LimitsConfig, SandboxConfig, ClusterConfig,
+                                                ResumeConfig, BenchmarkConfig, LaunchConfig)}
+
+
+def register() -> None:
+    """Store the schema in Hydra's ConfigStore as ``launch_schema`` (idempotent)."""
+    ConfigStore.instance().store(name="launch_schema", node=LaunchConfig)
+
+
+register()

@@ -1,0 +1,150 @@
+"""The driver: one launch as a list of phases.
+
+    plan -> pending -> images -> views -> gate -> units -> compile -> report
+
+``raydist.job.plan_job`` is the plan; ``raydist.driver.phases`` holds the rest up to the units,
+``raydist.driver.report`` the last two. Each phase takes frozen values and returns one;
+rows are written through one ``RowSink`` per run directory.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+from raydist.cluster.gate import GateResult
+from raydist.cluster.runner import raise_interrupt
+from raydist.driver import phases
+from raydist.driver.report import compile_tables, exit_status, report
+from raydist.job import Job, JobError
+
+
+def run_job(job: Job) -> int:
+    """Run the units of ``job`` that are not finished yet, then write ``runs.parquet``,
+    ``steps.parquet``, ``preds.jsonl`` and ``summary.md`` in ``job.run_dir``, print the
+    summary and return the exit status (``raydist.driver.report.exit_status``: 0, 1 or 130).
+
+    One launch at a time holds ``job.run_dir`` (``raydist.results.run_dir_lock``): a second
+    one raises ``JobError`` at once, naming the directory and the holder's pid. SIGTERM and
+    Ctrl-C stop scheduling; rows already written stay and the tables are compiled from them.
+    Raises ``JobError`` for Docker that cannot be reached and a full disk."""
+    from raydist.results import RunDirBusy, run_dir_lock
+
+    try:
+        with run_dir_lock(job.run_dir):
+            return _run_locked(job)
+    except RunDirBusy as exc:
+        raise JobError(str(exc)) from exc
+
+
+def _run_locked(job: Job) -> int:
+    from raydist._util.files import atomic_write_text
+    from raydist.results import ResultStore
+
+    store = ResultStore(job.run_dir)
+    gate_store = ResultStore(job.gate.store_dir) if job.gate is not None else None
+    todo = phases.pending(job, store, gate_store)
+    print(f"{job.title}: {len(job.units)} units planned, {todo.finished_before} finished before, "
+          f"{len(todo.units)} to run; results in {job.run_dir}", flush=True)
+    client, base_image = _docker(job)
+    interrupted, verdict = False, None
+    if todo.units:
+        signal.signal(signal.SIGTERM, raise_interrupt)
+        try:
+            verdict = _execute(job, todo, base_image, store, gate_store)
+        except OSError as exc:
+            raise JobError(f"{exc}; free space or choose another output_root (finished rows are kept)") from exc
+        except KeyboardInterrupt:
+            interrupted = True
+            print("\ninterrupted: finished rows are kept; run the same command again to resume",
+                  file=sys.stderr, flush=True)
+        finally:
+            _shutdown_ray()
+            _sweep(client)
+    table = compile_tables(job, store)
+    text = report(job, table, verdict, interrupted=interrupted)
+    atomic_write_text(job.run_dir / "summary.md", text)
+    print(text, flush=True)
+    return exit_status(table, interrupted=interrupted)
+
+
+def _execute(job: Job, todo: phases.Pending, base_image: str, store, gate_store) -> GateResult | None:
+    """images -> views -> gate -> units on Ray; returns the gate's verdict (None: not gated)."""
+    from raydist.cluster.progress import UnitProgress
+    from raydist.cluster.runner import init_ray, interrupt_on_signals
+    from raydist.cluster.serving import ModelServers
+    from raydist.models.server import ModelServerError
+    from raydist.results.sink import RowSink
+
+    init_ray(job.ray)
+    interrupt_on_signals()  # also while it waits on Ray for a preparation or a unit
+    _check_capacity(job)
+    built = phases.images(job, (*todo.units, *todo.gate_units), base_image)
+    sink = RowSink(store)
+    verdict = None
+    try:
+        with ModelServers() as servers:
+            view_model = job.view_model
+            prepared = phases.views(job, (*todo.units, *todo.gate_units), built.settings,
+                                    lambda: servers.endpoint(view_model.name, view_model.local))
+            ready = phases.runnable(job, todo.units, built, prepared, sink)
+            if job.gate is not None:
+                verdict = phases.gate(job, {phases.view_of(u) for u in ready.units}, todo.gate_units,
+                                      built.settings, prepared, gate_store)
+                bad = verdict.views()
+                ready = phases.Runnable(tuple(u for u in ready.units if phases.view_of(u) not in bad),
+                                        ready.prepared)
+            if view_model.name != job.model.name:
+                servers.release(view_model.name)  # free its CPUs (or GPU) for the agents
+            if ready.units:
+                endpoint = (servers.endpoint(job.model.name, job.model.local)
+                            if built.settings.agent_kind == "llm" else None)
+                # The bar starts after preparation and the gate printed theirs.
+                already = len(job.units) - len(todo.units)
+                progress = UnitProgress(total=len(job.units), already_done=already + sum(sink.counts.values()),
+                                        errors=sum(sink.counts.values()))
+                try:
+                    phases.units(job, ready, built.settings, endpoint, sink, progress)
+                finally:
+                    progress.close()
+    except ModelServerError as exc:
+        raise JobError(f"the model server did not start: {exc}") from exc
+    return verdict
+
+
+def _docker(job: Job):
+    """The Docker client and the base image tag; ``JobError`` when either is missing."""
+    from raydist.sandbox import BaseImageMissing, SandboxUnavailable, connect, ensure_base_image
+
+    try:
+        client = connect(job.settings.docker_host)
+        base_image = ensure_base_image(client, job.settings.base_image)
+    except (SandboxUnavailable, BaseImageMissing) as exc:
+        raise JobError(str(exc)) from exc
+    _sweep(client, announce=True)
+    return client, base_image
+
+
+def _sweep(client, announce: bool = False) -> None:
+    from raydist.sandbox import sweep_orphans
+
+    removed = sweep_orphans(client)
+    if removed and announce:
+        print(f"removed {removed} containers left by an earlier run that was killed", flush=True)
+
+
+def _check_capacity(job: Job) -> None:
+    import ray
+
+    cpus = ray.cluster_resources().get("CPU", 0)
+    for key, need in (("cluster.cpus_per_unit", job.ray.cpus_per_unit),
+                      ("cluster.image_build_cpus", job.ray.image_build_cpus)):
+        if need > cpus:
+            raise JobError(f"{key}={need} but the Ray cluster has {cpus:g} CPUs: no unit could ever be scheduled")
+
+
+def _shutdown_ray() -> None:
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()

@@ -1,0 +1,133 @@
+"""``dry_run=true``: the plan of a launch, printed, with nothing started (no Docker, no Ray,
+no model): the units per instance, level and seed, how many are finished already, the images
+and view preparations they need, and the estimated cost and time.
+
+Estimates come from what is known, and say where from: time from the measured
+``wall_seconds`` of finished units of the same benchmark, agent and model under
+``output_root`` (their ``runs.parquet``), cost from litellm's price table (0 for a model
+raydist serves) times ``step_limit x max_tokens`` completion tokens per unit, never above
+``cost_limit`` per unit.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from raydist.job import Job
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Seconds and USD of the units still to run; None where nothing tells. ``basis`` says
+    what each number rests on."""
+
+    seconds: float | None
+    cost: float | None
+    basis: str
+
+
+def finished_keys(job: Job) -> set[str]:
+    """Keys of ``job``'s units with a finished row in its run directory (read only)."""
+    if not (job.run_dir / "rows").is_dir():
+        return set()
+    from raydist.results import ResultStore
+
+    return ResultStore(job.run_dir).finished_keys([u.key for u in job.units], retry_errors=job.retry_errors)
+
+
+def measured_unit_seconds(job: Job, output_root: str | Path, benchmark: str) -> list[float]:
+    """``wall_seconds`` of every finished unit in the ``runs.parquet`` tables below
+    ``<output_root>/<benchmark>/<agent>/<model>/``."""
+    import pyarrow.parquet as pq
+
+    from raydist.outcomes import FINISHED
+
+    folder = Path(output_root) / benchmark / job.agent / job.model.name
+    seconds = []
+    for table in sorted(folder.glob("**/runs.parquet")) if folder.is_dir() else []:
+        try:
+            rows = pq.read_table(table, columns=["outcome", "wall_seconds"]).to_pylist()
+        except Exception:  # noqa: BLE001 - a table being written is skipped, not fatal
+            continue
+        seconds += [r["wall_seconds"] for r in rows if r["outcome"] in FINISHED and r["wall_seconds"]]
+    return seconds
+
+
+def estimate(job: Job, todo: int, measured: list[float]) -> Estimate:
+    """Time and cost of ``todo`` units of ``job`` (``measured``: seconds of finished units)."""
+    basis = []
+    seconds = None
+    if measured:
+        per_unit = sum(measured) / len(measured)
+        seconds = todo * per_unit / max(1, job.ray.max_concurrency)
+        basis.append(f"time: {per_unit:.1f} s per unit measured over {len(measured)} finished units, "
+                     f"{job.ray.max_concurrency} in flight")
+    else:
+        basis.append("time: no finished unit of this benchmark, agent and model yet (run benchmark.limit=1 "
+                     "first to measure one)")
+    settings = job.settings.agent_settings
+    if job.settings.agent_kind != "llm" or job.model.local is not None:
+        cost = 0.0
+        basis.append("cost: 0 (no model, or a model raydist serves)")
+    else:
+        from raydist.models.pricing import UnknownPrice, price_per_token
+
+        try:
+            _, output_price = price_per_token(job.model.name)
+        except UnknownPrice as exc:
+            cost = None
+            basis.append(f"cost: unknown ({exc})")
+        else:
+            tokens = int(settings.get("step_limit", 0)) * int(settings.get("max_tokens", 0))
+            per_unit = tokens * output_price
+            cap = float(settings.get("cost_limit", 0) or 0)
+            if cap > 0:
+                per_unit = min(per_unit, cap)
+            cost = todo * per_unit
+            basis.append(f"cost: {tokens} completion tokens per unit at ${output_price:.2e}/token"
+                         + (f", at most cost_limit ${cap:g} per unit" if cap > 0 else "")
+                         + "; prompt tokens not counted")
+    return Estimate(seconds, cost, "; ".join(basis))
+
+
+def plan_text(job: Job, cfg: DictConfig) -> str:
+    """The dry run's report of ``job`` (composed from ``cfg``)."""
+    from raydist.cluster.prepare import preparation_tasks
+
+    done = finished_keys(job)
+    todo = [u for u in job.units if u.key not in done]
+    instances = sorted({u.instance_id for u in job.units})
+    views = Counter((u.level, u.seed) for u in job.units)
+    lines = [f"{job.title}: dry run, nothing started", f"run directory: {job.run_dir}",
+             f"units: {len(job.units)} planned ({len(instances)} instances x {len(views)} level/seed views), "
+             f"{len(done)} finished before, {len(todo)} to run"]
+    lines.append("per level and seed: " + ", ".join(f"{level} s{seed}: {n}" for (level, seed), n in views.items()))
+    per_instance = Counter(u.instance_id for u in todo)
+    lines += [f"  {iid}: {per_instance.get(iid, 0)} to run of "
+              f"{sum(1 for u in job.units if u.instance_id == iid)}" for iid in instances]
+    gate_units = [] if job.gate is None else [u for u in job.gate.units if (u.instance_id, u.level, u.seed)
+                                              in {(t.instance_id, t.level, t.seed) for t in todo}]
+    if job.gate is not None:
+        lines.append(f"validity gate: up to {len(gate_units)} oracle/null units (rows in {job.gate.store_dir})")
+    recipes = {job.instances[u.instance_id].recipe.key() for u in (*todo, *gate_units)
+               if job.instances[u.instance_id].recipe is not None}
+    lines.append(f"images: {len(recipes)} instance images on base image "
+                 f"{job.settings.base_image or 'the default (launch/base_image.sh)'}")
+    tasks = Counter(t.kind for t in preparation_tasks((*todo, *gate_units)))
+    if tasks:
+        lines.append("view preparations: " + ", ".join(f"{kind}: {n}" for kind, n in sorted(tasks.items()))
+                     + f" (view model {job.view_model.name}; cached ones cost nothing)")
+    result = estimate(job, len(todo), measured_unit_seconds(job, cfg.output_root, str(cfg.benchmark.name)))
+    time_text = "unknown" if result.seconds is None else f"{result.seconds / 60:.1f} min"
+    cost_text = "unknown" if result.cost is None else f"${result.cost:.4f}"
+    lines += [f"estimated time: {time_text}; estimated cost: {cost_text}", f"  ({result.basis})"]
+    return "\n".join(lines) + "\n"
+
+
+def print_plan(job: Job, cfg: DictConfig) -> None:
+    """Print ``plan_text``."""
+    print(plan_text(job, cfg), end="", flush=True)

@@ -1,0 +1,199 @@
+"""The phases of a launch after the plan, each a function from frozen inputs to a frozen
+output: ``pending`` (what is not finished) -> ``images`` -> ``views`` -> ``gate`` ->
+``units``; ``raydist.driver.report`` compiles and reports. ``raydist.driver.drive`` calls
+them in order. Rows are written only through a ``RowSink``; no phase reads a file another
+wrote for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable, Mapping
+
+from raydist.cluster.gate import GateResult, View, judge
+from raydist.cluster.plan import SCRIPTED_AGENTS, RunUnit
+from raydist.cluster.unit import UnitSettings
+from raydist.job import Job
+from raydist.results.sink import Failure, RowSink
+from raydist.views.base import Prepared
+
+Where = tuple[str, int, str]
+"""``(instance_id, seed, kind)``: one view preparation."""
+
+
+@dataclass(frozen=True)
+class Pending:
+    """The units without a finished row (``ResultStore.finished_keys``): the agent's and the
+    gate's for the views those use; ``finished_before`` counts the agent's finished units."""
+
+    units: tuple[RunUnit, ...]
+    gate_units: tuple[RunUnit, ...]
+    finished_before: int
+
+
+def view_of(unit: RunUnit) -> View:
+    """``(instance_id, level, seed)`` of ``unit``."""
+    return unit.instance_id, unit.level, unit.seed
+
+
+def pending(job: Job, store, gate_store=None) -> Pending:
+    """What of ``job`` must still run, from the rows of ``store`` (and ``gate_store`` for the
+    gate units, whose error rows always run again)."""
+    done = store.finished_keys([u.key for u in job.units], retry_errors=job.retry_errors)
+    todo = tuple(u for u in job.units if u.key not in done)
+    gate_todo: tuple[RunUnit, ...] = ()
+    if job.gate is not None and gate_store is not None:
+        wanted = {view_of(u) for u in todo}
+        gate_done = gate_store.finished_keys([u.key for u in job.gate.units], retry_errors=True)
+        gate_todo = tuple(u for u in job.gate.units if view_of(u) in wanted and u.key not in gate_done)
+    return Pending(todo, gate_todo, len(done))
+
+
+@dataclass(frozen=True)
+class Images:
+    """The unit settings with the base image resolved, and the recipes that failed to build."""
+
+    settings: UnitSettings
+    failed: Mapping[str, Failure]
+
+    def failure_of(self, job: Job, unit: RunUnit) -> Failure | None:
+        """The build failure of ``unit``'s image, or None."""
+        recipe = job.instances[unit.instance_id].recipe
+        return None if recipe is None else self.failed.get(recipe.key())
+
+
+def images(job: Job, units: tuple[RunUnit, ...], base_image: str) -> Images:
+    """Build (or find) on Ray every instance image ``units`` need, before any agent runs."""
+    from raydist.cluster.runner import build_images
+
+    settings = replace(job.settings, base_image=base_image)
+    recipes = {}
+    for unit in units:
+        recipe = job.instances[unit.instance_id].recipe
+        if recipe is not None:
+            recipes.setdefault(recipe.key(), recipe)
+    return Images(settings, build_images(recipes, settings, job.ray))
+
+
+@dataclass(frozen=True)
+class Views:
+    """Preparation records (L1 statements, L4 rewrites) and failures, by ``(instance_id, seed, kind)``."""
+
+    records: Mapping[Where, dict]
+    errors: Mapping[Where, Failure]
+
+    def prepared(self, unit: RunUnit) -> tuple[Prepared | None, Failure | None]:
+        """``raydist.cluster.prepare.prepared_of`` for ``unit``."""
+        from raydist.cluster.prepare import prepared_of
+
+        return prepared_of(unit, self.records, self.errors)
+
+
+def views(job: Job, units: tuple[RunUnit, ...], settings: UnitSettings, view_endpoint: Callable[[], object]) -> Views:
+    """Compute on Ray (or read from the cache under ``cache_dir/views``) every L1/L4
+    preparation ``units`` need; ``view_endpoint()`` serves the view model, called only when a
+    preparation that needs it is not cached yet."""
+    from raydist.cluster.prepare import PrepCache, describe_record, preparation_tasks, task_key
+    from raydist.cluster.runner import run_preparations
+
+    options = _view_options(settings)
+    cache = PrepCache(Path(settings.cache_dir) / "views")
+    records: dict[Where, dict] = {}
+    errors: dict[Where, Failure] = {}
+    keys = {}
+    todo = []
+    for task in preparation_tasks(units):
+        keys[task] = task_key(task, job.instances[task.instance_id], options, job.view_model.identity)
+        record = cache.get(keys[task])
+        if record is None:
+            todo.append(task)
+        else:
+            records[(task.instance_id, task.seed, task.kind)] = record
+    if not todo:
+        return Views(records, errors)
+    needs_model = any(t.kind == "L1" for t in todo) or options.l4_llm_attempts > 0
+    print(f"preparing {len(todo)} views (L1 paraphrases, L4 rewrites with their test gate)"
+          + (f" with view model {options.model}" if needs_model else ""), flush=True)
+
+    def on_record(task, record, failure: Failure | None) -> None:
+        where = (task.instance_id, task.seed, task.kind)
+        if failure is not None:
+            errors[where] = failure
+            print(f"  {task.kind} {task.instance_id} seed {task.seed}: FAILED ({failure.outcome}): "
+                  f"{failure.error.splitlines()[0][:200]}", flush=True)
+            return
+        cache.put(keys[task], record)
+        records[where] = record
+        print(f"  {task.kind} {task.instance_id} seed {task.seed}: {describe_record(task.kind, record)}", flush=True)
+
+    run_preparations(todo, job.instances, options, view_endpoint() if needs_model else None, settings, job.ray,
+                     on_record)
+    return Views(records, errors)
+
+
+def _view_options(settings: UnitSettings):
+    from raydist.views import ViewOptions
+
+    return ViewOptions(**settings.view_options)
+
+
+@dataclass(frozen=True)
+class Runnable:
+    """Units that can run and the ``Prepared`` inputs of each, by key."""
+
+    units: tuple[RunUnit, ...]
+    prepared: Mapping[str, Prepared]
+
+
+def runnable(job: Job, units: tuple[RunUnit, ...], built: Images | None, prepared: Views, sink: RowSink) -> Runnable:
+    """Those of ``units`` whose image was built (``built``; None: not checked) and whose
+    preparations succeeded; each other unit's error row goes to ``sink``."""
+    ok, inputs = [], {}
+    for unit in units:
+        failure = built.failure_of(job, unit) if built is not None else None
+        value = None
+        if failure is None:
+            value, failure = prepared.prepared(unit)
+        if failure is not None:
+            sink.fail(unit, failure)
+            continue
+        ok.append(unit)
+        inputs[unit.key] = value
+    return Runnable(tuple(ok), inputs)
+
+
+def gate(job: Job, wanted: set[View], gate_units: tuple[RunUnit, ...], settings: UnitSettings, prepared: Views,
+         gate_store) -> GateResult:
+    """The validity gate (SchrodingerRepo §V-C) on the views ``wanted``: runs the gate units
+    without a row (``gate_units``) into ``gate_store``, judges every wanted view from the rows
+    (``raydist.cluster.gate.judge``), writes ``gate.json`` in the run directory and returns the
+    verdict."""
+    from raydist._util.files import atomic_write_text
+    from raydist.cluster.runner import run_units
+
+    assert job.gate is not None
+    sink = RowSink(gate_store)
+    for agent in SCRIPTED_AGENTS:
+        batch = tuple(u for u in gate_units if u.agent == agent and view_of(u) in wanted)
+        if not batch:
+            continue
+        print(f"validity gate: {len(batch)} {agent} units", flush=True)
+        ready = runnable(job, batch, None, prepared, sink)
+        agent_settings = replace(job.gate.settings[agent], base_image=settings.base_image)
+        run_units(ready.units, job.instances, agent_settings, None, job.ray, sink.write, prepared=ready.prepared)
+    rows = {(*view_of(u), u.agent): gate_store.read_row(u.key) for u in job.gate.units}
+    result = judge(wanted, rows)
+    gate_store.compile([u.key for u in job.gate.units])
+    atomic_write_text(job.run_dir / "gate.json", result.to_json())
+    print(f"validity gate: {result.checked} views checked, {len(result.excluded)} excluded", flush=True)
+    for e in result.excluded:
+        print(f"  excluded {e.instance_id} {e.level} seed {e.seed}: {e.reason}", flush=True)
+    return result
+
+
+def units(job: Job, ready: Runnable, settings: UnitSettings, endpoint, sink: RowSink, progress=None) -> None:
+    """Run ``ready`` on Ray (``raydist.cluster.runner.run_units``), every row into ``sink``."""
+    from raydist.cluster.runner import run_units
+
+    run_units(ready.units, job.instances, settings, endpoint, job.ray, sink.write, progress, prepared=ready.prepared)

@@ -1,0 +1,37 @@
+"""The last two phases: ``compile`` (rows -> runs.parquet, steps.parquet, preds) and
+``report`` (the tables -> summary.md), and the exit status they imply."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from raydist.cluster.gate import GateResult, gate_markdown
+from raydist.job import Job
+from raydist.outcomes import ERRORS
+
+
+def compile_tables(job: Job, store) -> pa.Table:
+    """Write the run directory's tables from the rows of ``job``'s units (``ResultStore.compile``)."""
+    return store.compile([u.key for u in job.units])
+
+
+def report(job: Job, table: pa.Table, gate: GateResult | None, *, interrupted: bool) -> str:
+    """The Markdown summary of ``table``: rates per model x agent x level, errors by cause,
+    the action mix and exposure audit, and the validity gate's verdict (``gate``: None when
+    it did not run in this launch)."""
+    from raydist.results import action_mix, action_mix_markdown, error_counts, summarise, to_markdown
+
+    note = "Interrupted before the plan finished." if interrupted else ""
+    text = to_markdown(summarise(table), title=job.title, planned=len(job.units), note=note,
+                       errors=error_counts(table))
+    text += action_mix_markdown(action_mix(table))
+    return text + gate_markdown(gate, gated=job.gate is not None)
+
+
+def exit_status(table: pa.Table, *, interrupted: bool) -> int:
+    """130 when interrupted; 1 when a planned unit's row is an error (``input_error``,
+    ``infrastructure_error`` or ``bug``: the tables are complete but some units have no
+    result); else 0."""
+    if interrupted:
+        return 130
+    return 1 if any(outcome in ERRORS for outcome in table.column("outcome").to_pylist()) else 0

@@ -1,0 +1,147 @@
+"""The main job's settings: one schema (raydist/driver/config.py) whose defaults are those of the
+dataclasses that use them, checked for every job before the first starts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from dataclasses import asdict, fields
+from pathlib import Path
+
+import pytest
+import yaml
+from hydra import compose, initialize_config_dir
+
+import raydist.launch  # noqa: F401 - registers the schema and the resolvers
+from raydist.agents.settings import AgentSettings
+from raydist.cluster.runner import RayOptions
+from raydist.driver.config import ClusterConfig, LimitsConfig, ViewConfig, allowed_keys
+from raydist.driver.preflight import job_overrides, preflight
+from raydist.launch import view_dir
+from raydist.sandbox.container import Limits
+from raydist.views.base import ViewOptions
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "raydist" / "conf"
+
+
+def composed(*overrides: str):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose("config", overrides=list(overrides))
+
+
+def test_the_schema_defaults_are_the_values_of_the_dataclasses_that_use_them():
+    assert asdict(ViewConfig()) == asdict(ViewOptions())
+    assert asdict(LimitsConfig()) == asdict(Limits())
+    ray = asdict(RayOptions())
+    ray.pop("retry")
+    assert asdict(ClusterConfig()) == ray
+
+
+def test_the_defaults_are_the_values_that_ran_before_one_source_held_them():
+    cfg = composed()
+    assert (cfg.view.l1_attempts, cfg.view.l1_max_tokens, cfg.view.l4_llm_attempts) == (2, 512, 1)
+    assert (ViewOptions().l1_attempts, ViewOptions().l1_max_tokens, ViewOptions().l4_llm_attempts) == (2, 512, 1)
+    assert (cfg.agents.miniswe.step_limit, cfg.agents.miniswe.output_limit_chars) == (6, 2500)
+    assert (AgentSettings().step_limit, AgentSettings().output_limit_chars) == (6, 2500)
+
+
+def test_the_group_files_shared_with_the_problems_launcher_agree_with_the_schema():
+    docker = yaml.safe_load((CONF / "sandbox" / "docker.yaml").read_text())
+    assert docker["limits"] == asdict(Limits())
+    local = yaml.safe_load((CONF / "cluster" / "local.yaml").read_text())
+    assert local == {f.name: getattr(ClusterConfig(), f.name) for f in fields(ClusterConfig)}
+
+
+def test_a_docker_size_that_is_no_size_is_refused_naming_the_key():
+    problem = preflight(["sandbox.limits.memory=lots"])
+    assert problem == ("sandbox.limits: sandbox limit memory='lots' is not a positive Docker size such as "
+                       "'512m' or '2g'; fix sandbox.limits")
+
+
+def test_a_value_of_the_wrong_type_is_refused_naming_the_key():
+    problem = preflight(["sandbox.limits.pids=many"])
+    assert problem.startswith("config key sandbox.limits.pids: ")
+    assert "many" in problem
+
+
+def test_an_unknown_key_is_refused_with_the_keys_allowed_there():
+    problem = preflight(["sandbox.limits.swap=1g"])
+    assert problem.startswith("config key sandbox.limits.swap: ")
+    assert problem.endswith("allowed keys there: cpus, memory, pids, file_size, tmp_size, testbed_size")
+    assert allowed_keys("") == [f.name for f in fields(raydist.driver.config.LaunchConfig)]
+
+
+def test_an_unknown_agent_setting_is_refused_with_the_settings_allowed():
+    problem = preflight(["+agents.miniswe.step_limt=3"])
+    assert problem == ("agents.miniswe.step_limt is not a setting; allowed: kind, "
+                       + ", ".join(f.name for f in fields(AgentSettings)))
+
+
+def test_a_bad_value_in_any_job_of_a_multirun_is_refused_before_the_first_job():
+    assert job_overrides(["--multirun", "agent=oracle,null", "levels=[L0],[L3]"]) == [
+        ["agent=oracle", "levels=[L0]"], ["agent=oracle", "levels=[L3]"],
+        ["agent=null", "levels=[L0]"], ["agent=null", "levels=[L3]"]]
+    problem = preflight(["--multirun", "agent=oracle,null", "sandbox.limits.memory=2g,lots"])
+    assert problem.endswith("fix sandbox.limits (job agent=oracle sandbox.limits.memory=lots)")
+    assert preflight(["--multirun", "agent=oracle,null", "levels=[L0],[L3]"]) is None
+
+
+def test_a_dashboard_address_is_refused_with_how_to_submit_the_launch_there():
+    problem = preflight(["cluster.address=http://head:8265"])
+    assert problem.startswith("cluster.address=http://head:8265: that is the Ray dashboard (job submission) address")
+    assert "ray job submit --address http://head:8265" in problem
+    assert preflight(["cluster.address=auto"]) is None
+
+
+def test_the_run_directory_names_its_levels_and_seeds():
+    assert view_dir(["L0", "L3"], [0]) == "L0_L3__s0"
+    assert view_dir("implemented", [0, 1, 2]) == "implemented__s0-1-2"
+    assert view_dir(["L1+L3"], 4) == "L1+L3__s4"
+
+
+def _launch(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "raydist.launch", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_a_bad_setting_exits_2_at_once_and_runs_nothing(tmp_path):
+    res = _launch(f"output_root={tmp_path}", "sandbox.limits.memory=lots")
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines()[-1] == (
+        "raydist: error: sandbox.limits: sandbox limit memory='lots' is not a positive Docker size such as "
+        "'512m' or '2g'; fix sandbox.limits")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cfg_job_prints_every_resolved_setting(tmp_path):
+    res = _launch("--cfg", "job", "--resolve", f"output_root={tmp_path}")
+    assert res.returncode == 0, res.stderr
+    printed = yaml.safe_load(res.stdout)
+    assert printed["view"]["l1_attempts"] == 2
+    assert printed["dry_run"] is False
+    assert printed["sandbox"]["limits"]["memory"] == "2g"
+    assert printed["output_root"] == str(tmp_path)
+
+
+def test_a_dry_run_prints_the_plan_in_seconds_without_docker_or_ray(tmp_path):
+    started = time.monotonic()
+    # A dead Docker socket and a Ray cluster that does not exist: touching either would fail.
+    res = _launch("dry_run=true", "+sweep=full_levels", f"output_root={tmp_path}", "cluster.address=auto",
+                  f"sandbox.docker_host=unix://{tmp_path}/no-daemon.sock", f"cache_dir={tmp_path / 'cache'}")
+    elapsed = time.monotonic() - started
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert elapsed < 60
+    from raydist.tasks import load_instances
+
+    n = len(load_instances("builtin"))
+    lines = res.stdout.splitlines()
+    assert lines[0] == "raydist: builtin / miniswe / gemma3-270m: dry run, nothing started"
+    assert lines[1] == f"run directory: {tmp_path}/builtin/miniswe/gemma3-270m/implemented__s0-1-2"
+    assert lines[2] == f"units: {n * 18} planned ({n} instances x 18 level/seed views), 0 finished before, {n * 18} to run"
+    assert f"validity gate: up to {2 * n * 18} oracle/null units" in res.stdout
+    assert f"images: {n} instance images" in res.stdout
+    assert f"view preparations: L1: {3 * n}, L4: {3 * n}" in res.stdout
+    assert "estimated cost: $0.0000" in res.stdout
+    assert not list(tmp_path.rglob("rows"))
