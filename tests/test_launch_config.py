@@ -9,7 +9,6 @@ import time
 from dataclasses import asdict, fields
 from pathlib import Path
 
-import pytest
 import yaml
 from hydra import compose, initialize_config_dir
 
