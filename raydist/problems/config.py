@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic import PydanticCustomError  # pydantic re-exports pydantic_core's error type
+from pydantic_core import PydanticCustomError
 
 __all__ = ["Analysis", "Evaluation", "Execution", "Generation", "ProblemsSettings", "Requests", "SettingError",
            "register", "settings_from"]
