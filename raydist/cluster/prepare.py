@@ -30,7 +30,7 @@ from raydist._util.hashing import stable_hash
 from raydist._util.protocols import Complete
 from raydist.outcomes import InfrastructureError
 from raydist.prompts import resolve_prompts_dir
-from raydist.views.base import Prepared, RepoFiles, ViewOptions, levels_needing
+from raydist.views import Prepared, RepoFiles, ViewOptions, levels_needing
 
 
 #: Part of every cache key, per kind: raise one when a change makes that kind's records wrong.
@@ -92,7 +92,7 @@ def with_preparation(units: Iterable, options: ViewOptions, model_identity: str)
     reusing rows built on the old statements or rewrites. Other units are unchanged."""
     from dataclasses import replace
 
-    from raydist.views.base import levels_needing
+    from raydist.views import levels_needing
 
     out = []
     for unit in units:
@@ -157,7 +157,7 @@ def prepare_statement(instance, seed: int, complete: Complete, options: ViewOpti
     Raises ``PreparationError`` when every attempt failed on the LLM call itself (a dead
     server must not be cached as "no paraphrase passed the verifier").
     """
-    from raydist.views.l1_statement import load_l1_prompts, paraphrase_budget, reconstruct_statement
+    from raydist.views.l1.statement import load_l1_prompts, paraphrase_budget, reconstruct_statement
 
     prompts = load_l1_prompts(options.prompts_dir)
     budget = paraphrase_budget(instance.problem_statement, cap=options.l1_max_tokens)
