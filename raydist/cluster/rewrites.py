@@ -26,7 +26,7 @@ def prepare_rewrites(instance, seed: int, repo: RepoFiles, options: ViewOptions,
     cached as a finished preparation.
     """
     try:
-        return rewrite_loop(instance, seed, repo, options, gate, complete)
+        return rewrite_loop(instance, seed, repo, options, gate, complete, fatal=(ModelUnreachable,))
     except ModelUnreachable as exc:
         raise PreparationError(f"L4 of {instance.instance_id!r}: {exc}") from exc
 

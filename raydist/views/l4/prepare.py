@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from unidiff import PatchSet
 
 from raydist._util.protocols import Complete
-from raydist.outcomes import InfrastructureError
 from raydist.views.base import RepoFiles, ViewOptions
 from raydist.views.l4.llm import load_l4_prompts, propose_rewrite
 from raydist.views.l4.rewrite import functions_enclosing_patch, rewrite_function_source, same_interface
@@ -74,7 +73,7 @@ def rewrite_targets(instance, repo: RepoFiles) -> list[tuple[str, str]]:
 
 
 def rewrite_loop(instance, seed: int, repo: RepoFiles, options: ViewOptions, gate: Gate,
-                     complete: Complete | None = None) -> dict:
+                 complete: Complete | None = None, fatal: tuple[type[BaseException], ...] = ()) -> dict:
     """The L4 record of ``instance`` for ``seed``: ``{"files": {path: text}, "functions":
     {"path::qualname": {"source", "attempts", "reason"}}}``, §III-E.
 
@@ -84,9 +83,9 @@ def rewrite_loop(instance, seed: int, repo: RepoFiles, options: ViewOptions, gat
     attempt. When none passes, the deterministic rewriter's output (seeded by ``seed``) goes
     through the same gate. A function neither passes keeps its original text
     (``source="unchanged"``). The last gate run covers the whole accepted set, so the files
-    returned passed the gate together. Raises what ``gate`` raises, and the
-    ``raydist.outcomes.InfrastructureError`` of ``complete`` (``ModelUnreachable``): neither
-    may end as a recorded attempt.
+    returned passed the gate together. Raises what ``gate`` raises, and the errors of
+    ``complete`` that are instances of ``fatal`` (an unreachable model): neither may end as a
+    recorded attempt; any other failed call is one.
     """
     files: dict[str, str] = {}
     functions: dict[str, dict] = {}
@@ -103,7 +102,7 @@ def rewrite_loop(instance, seed: int, repo: RepoFiles, options: ViewOptions, gat
             try:
                 proposal = propose_rewrite(current, qualname, complete, seed=seed * 1000 + number * 10 + attempt,
                                            feedback=feedback, previous=previous, prompts=prompts)
-            except InfrastructureError:  # the model server is down: nothing may be recorded or cached
+            except fatal:  # e.g. the model server is down: nothing may be recorded or cached
                 raise
             except ValueError as exc:  # e.g. the name is defined twice: no LLM rewrite can be placed
                 entry["feedback"].append(f"no LLM rewrite: {exc}"[:500])
