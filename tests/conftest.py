@@ -77,16 +77,30 @@ def ray_local():
         ray.shutdown()
 
 
+GEMMA = "gemma3-270m"
+
+
 @pytest.fixture(scope="session")
-def llama(ray_local):
+def gemma_entry() -> dict:
+    """The shipped ``local_models.gemma3-270m`` entry (``raydist/conf/local_models.yaml``), as
+    a launch reads it: tests start the embedded model exactly as production does."""
+    from omegaconf import OmegaConf
+
+    conf = Path(__file__).resolve().parent.parent / "raydist" / "conf" / "local_models.yaml"
+    return OmegaConf.to_container(OmegaConf.load(conf).local_models[GEMMA], resolve=True)
+
+
+@pytest.fixture(scope="session")
+def llama(ray_local, gemma_entry):
     """``(actor, api_base)`` of the session's one llama.cpp server of the embedded Gemma model
-    (``openai/gemma3-270m`` for litellm), under a ModelServer Ray actor."""
+    (``openai/gemma3-270m`` for litellm), under a ModelServer Ray actor started with the
+    production command and arguments (``raydist.cluster.serving``)."""
     import ray
 
-    from raydist.models import llama_cpp_command
+    from raydist.cluster.serving import server_arguments, server_command
     from raydist.models.server import ModelServer
 
-    actor = ModelServer.options(num_cpus=1).remote(llama_cpp_command(n_ctx=4096, n_threads=2), startup_timeout=180)
+    actor = ModelServer.options(num_cpus=1).remote(server_command(gemma_entry), **server_arguments(GEMMA, gemma_entry))
     api_base = ray.get(actor.start.remote())
     yield actor, api_base
     ray.get(actor.stop.remote())

@@ -21,7 +21,7 @@ from raydist.tasks import load_instances
 from raydist.views import RepoFiles, ViewOptions, build_view
 from raydist.views.audit import IdentitySet, find_exposures
 from raydist.views.base import IDENTITY, View
-from raydist.views.l2_namespace import namespace_level  # noqa: F401  (registers L2)
+from raydist.views.l2.namespace import namespace_level  # noqa: F401  (registers L2)
 
 #: What `cat toolz/itertoolz.py` names, untranslated and cut to the observation limit.
 RAW_CAT = {"concatv", "cons", "groupby", "interleave", "interpose", "isdistinct", "isiterable", "mapcat", "merge_sorted",

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from raydist.models import ModelEndpoint, litellm_complete
-from raydist.views.l1_statement import (
+from raydist.views.l1.statement import (
     ASPECTS,
     VERIFIER_GRAMMAR,
     VERIFY_MAX_TOKENS,

@@ -9,8 +9,8 @@ import ast
 import pytest
 
 from raydist.models import grammar_extra_body
-from raydist.views.l4_llm import REASONS, Proposal, load_l4_prompts, propose_rewrite
-from raydist.views.l4_rewrite import same_interface
+from raydist.views.l4.llm import REASONS, Proposal, load_l4_prompts, propose_rewrite
+from raydist.views.l4.rewrite import same_interface
 
 import litellm  # noqa: E402  (after raydist.models, which keeps litellm offline)
 

@@ -4,6 +4,7 @@ plain Python, no server."""
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,12 +20,11 @@ from raydist.models import (
     completion_cost,
     embedded_model_path,
     grammar_extra_body,
-    llama_cpp_command,
     register_local_model,
 )
 from raydist.models.endpoint import LOCAL_PLACEHOLDER_KEY
 from raydist.models.pricing import price_per_token, register_price
-from raydist.models.server import ModelServerError, ServerProcess
+from raydist.models.process import ModelServerError, ServerProcess
 
 
 def test_unknown_provider_raises_unknown_model_naming_it():
@@ -137,10 +137,23 @@ def test_embedded_model_path_is_the_assembled_gguf(tmp_path):
     assert embedded_model_path(tmp_path) == str(path)
 
 
-def test_llama_cpp_command_keeps_placeholders():
-    argv = llama_cpp_command(n_ctx=1024, n_threads=1)
-    assert argv[1:4] == ["-m", "llama_cpp.server", "--model"]
+def test_the_shipped_server_command_runs_this_interpreter_and_keeps_placeholders(gemma_entry):
+    from raydist.cluster.serving import server_arguments, server_command
+
+    argv = server_command(gemma_entry)
+    assert argv[:4] == [sys.executable, "-m", "llama_cpp.server", "--model"]
     assert argv[argv.index("--port") + 1] == "{port}" and argv[argv.index("--chat_format") + 1] == "gemma"
+    assert argv[argv.index("--model_alias") + 1] == "gemma3-270m"
+    assert server_arguments("gemma3-270m", gemma_entry) == {
+        "model_path": None, "startup_timeout": 180.0, "health_path": "/v1/models", "liveness_path": None, "policy": {},
+    }
+
+
+def test_a_bad_supervisor_key_of_an_entry_is_refused_naming_the_entry(gemma_entry):
+    from raydist.cluster.serving import server_arguments
+
+    with pytest.raises(ModelServerError, match=r"local_models.gemma3-270m.supervisor=\{'restarts': 3\}"):
+        server_arguments("gemma3-270m", {**gemma_entry, "supervisor": {"restarts": 3}})
 
 
 def test_server_command_with_unknown_placeholder_is_refused():

@@ -14,7 +14,7 @@ import pytest
 from raydist.models import EmptyCompletion, ModelEndpoint, ModelUnreachable, litellm_complete
 from raydist.models.completion import request_timeout
 from raydist.models.endpoint import LOCAL_PLACEHOLDER_KEY
-from raydist.models.server import free_port
+from raydist.models.process import free_port
 
 MESSAGES = [{"role": "user", "content": "Say hello."}]
 

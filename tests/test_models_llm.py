@@ -18,17 +18,18 @@ import ray  # noqa: E402
 from raydist.agents import AgentSettings, run_agent  # noqa: E402
 from raydist.agents.loop import build_model  # noqa: E402
 from raydist.agents.settings import load_prompts  # noqa: E402
-from raydist.models import EMBEDDED_MODEL_NAME, ModelEndpoint, llama_cpp_command  # noqa: E402
+from raydist.cluster.serving import server_arguments, server_command  # noqa: E402
+from raydist.models import ModelEndpoint  # noqa: E402
 from raydist.models.endpoint import LOCAL_PLACEHOLDER_KEY  # noqa: E402
-from raydist.models.server import ModelServer, free_port  # noqa: E402
+from raydist.models.process import free_port  # noqa: E402
+from raydist.models.server import ModelServer  # noqa: E402
 from raydist.sandbox import Limits, Sandbox, base_image_tag  # noqa: E402
 from raydist.views.base import View  # noqa: E402
 
 import litellm  # noqa: E402  (after raydist.models, which keeps litellm offline)
 
 pytestmark = [pytest.mark.llm, pytest.mark.ray]
-LITELLM_MODEL = f"openai/{EMBEDDED_MODEL_NAME}"
-COMMAND = llama_cpp_command(n_ctx=4096, n_threads=2)
+LITELLM_MODEL = "openai/gemma3-270m"  # local_models.gemma3-270m.litellm_model
 
 
 def _alive(pid: int) -> bool:
@@ -71,8 +72,19 @@ def test_server_under_ray_answers_litellm(llama):
     assert response.choices[0].message.content.strip() != ""
 
 
-def test_server_process_is_gone_after_stop(ray_local):
-    actor = ModelServer.options(num_cpus=0).remote(COMMAND)
+@pytest.fixture
+def production_server(ray_local, gemma_entry):
+    """A new ModelServer actor of the embedded model, started as ``raydist.cluster.serving`` does."""
+    return lambda: ModelServer.options(num_cpus=0).remote(server_command(gemma_entry),
+                                                          **server_arguments("gemma3-270m", gemma_entry))
+
+
+def test_the_shipped_entry_is_the_model_these_tests_name(gemma_entry):
+    assert gemma_entry["litellm_model"] == LITELLM_MODEL
+
+
+def test_server_process_is_gone_after_stop(production_server):
+    actor = production_server()
     try:
         ray.get(actor.start.remote())
         pid = ray.get(actor.pid.remote())
@@ -84,8 +96,8 @@ def test_server_process_is_gone_after_stop(ray_local):
         ray.kill(actor)
 
 
-def test_server_process_dies_with_a_killed_actor(ray_local):
-    actor = ModelServer.options(num_cpus=0).remote(COMMAND)
+def test_server_process_dies_with_a_killed_actor(production_server):
+    actor = production_server()
     ray.get(actor.start.remote())
     pid = ray.get(actor.pid.remote())
     assert _alive(pid)

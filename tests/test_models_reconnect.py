@@ -21,7 +21,7 @@ from raydist.agents.loop import build_model
 from raydist.agents.settings import load_prompts
 from raydist.cluster.serving import serve_model
 from raydist.models import ModelEndpoint, ModelUnreachable
-from raydist.models.server import free_port
+from raydist.models.process import free_port
 
 # Ray workers cannot import this test module: ship its functions by value.
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from raydist.models.server import ModelServerError, ServerProcess, liveness_path_for, port_is_free
+from raydist.models.process import ModelServerError, ServerProcess, liveness_path_for, port_is_free
 from raydist.models.supervisor import FAILED, READY, Supervisor, SupervisorPolicy
 
 STUB = [sys.executable, str(Path(__file__).with_name("openai_stub_server.py")), "{host}", "{port}"]
@@ -172,10 +172,10 @@ def test_policy_values_out_of_range_are_refused():
         SupervisorPolicy(check_interval_s=0)
 
 
-def test_llama_cpp_is_checked_on_a_path_that_does_not_wait_for_the_model():
-    from raydist.models import llama_cpp_command
+def test_llama_cpp_is_checked_on_a_path_that_does_not_wait_for_the_model(gemma_entry):
+    from raydist.cluster.serving import server_command
 
-    assert liveness_path_for(llama_cpp_command(), "/v1/models") == "/docs"
+    assert liveness_path_for(server_command(gemma_entry), "/v1/models") == "/docs"
     assert liveness_path_for(["vllm", "serve", "m"], "/health") == "/health"
 
 

@@ -10,12 +10,13 @@ from types import SimpleNamespace
 import pytest
 
 from raydist.cluster.prepare import PrepCache, PrepTask, prepared_for, preparation_tasks, task_key
-from raydist.cluster.rewrites import GateVerdict, changed_line_ranges, docker_gate, prepare_rewrites, rewrite_targets
+from raydist.cluster.rewrites import docker_gate, prepare_rewrites
+from raydist.views.l4.prepare import GateVerdict, changed_line_ranges, rewrite_targets
 from raydist.cluster.plan import RunUnit
 from raydist.sandbox import ensure_instance_image
 from raydist.tasks import load_instances
 from raydist.views import MissingPreparation, Prepared, RepoFiles, ViewOptions, build_view
-from raydist.views.l4_rewrite import same_interface
+from raydist.views.l4.rewrite import same_interface
 from raydist.views.recover import apply_patch_to_texts
 
 INSTANCES = {i.instance_id: i for i in load_instances("builtin")}
@@ -182,7 +183,7 @@ def test_a_dead_view_model_is_a_preparation_error_and_nothing_is_cached():
     from raydist.cluster.prepare import PreparationError, prepare_statement
     from raydist.models import ModelEndpoint
     from raydist.models.completion import litellm_complete
-    from raydist.models.server import free_port
+    from raydist.models.process import free_port
 
     dead = ModelEndpoint(litellm_model="openai/gemma3-270m", api_base=f"http://127.0.0.1:{free_port()}/v1",
                          local=True, grammar_server="llama_cpp")
@@ -212,7 +213,7 @@ def slow_endpoint(api_base: str):
 
 def test_an_l1_paraphrase_request_gets_time_for_its_token_budget(slow_model, tmp_path):
     from raydist.cluster.prepare import run_preparation
-    from raydist.views.l1_statement import paraphrase_budget
+    from raydist.views.l1.statement import paraphrase_budget
 
     server, api_base = slow_model
     budget = paraphrase_budget(HUMANIZE.problem_statement, cap=ViewOptions().l1_max_tokens)
@@ -227,7 +228,7 @@ def test_an_l1_paraphrase_request_gets_time_for_its_token_budget(slow_model, tmp
 
 def test_an_l1_request_on_a_server_slower_than_the_rate_is_a_preparation_error(slow_model, tmp_path):
     from raydist.cluster.prepare import PreparationError, run_preparation
-    from raydist.views.l1_statement import paraphrase_budget
+    from raydist.views.l1.statement import paraphrase_budget
 
     server, api_base = slow_model
     budget = paraphrase_budget(HUMANIZE.problem_statement, cap=ViewOptions().l1_max_tokens)
@@ -239,8 +240,8 @@ def test_an_l1_request_on_a_server_slower_than_the_rate_is_a_preparation_error(s
 
 def test_an_l4_rewrite_request_gets_time_for_its_token_budget(slow_model, tmp_path):
     from raydist.cluster.prepare import view_model_complete
-    from raydist.views.l4_llm import default_max_tokens
-    from raydist.views.l4_splice import shown_function
+    from raydist.views.l4.llm import default_max_tokens
+    from raydist.views.l4.splice import shown_function
 
     server, api_base = slow_model
     (tmp_path / "m.py").write_text(TINY_MODULE)
@@ -257,8 +258,8 @@ def test_an_l4_rewrite_request_gets_time_for_its_token_budget(slow_model, tmp_pa
 
 def test_an_l4_request_on_a_server_slower_than_the_rate_is_a_preparation_error(slow_model, tmp_path):
     from raydist.cluster.prepare import PreparationError, view_model_complete
-    from raydist.views.l4_llm import default_max_tokens
-    from raydist.views.l4_splice import shown_function
+    from raydist.views.l4.llm import default_max_tokens
+    from raydist.views.l4.splice import shown_function
 
     server, api_base = slow_model
     (tmp_path / "m.py").write_text(TINY_MODULE)

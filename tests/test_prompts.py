@@ -11,8 +11,8 @@ import pytest
 from raydist.agents import load_prompts
 from raydist.problems import load_dyc_prompts
 from raydist.prompts import DEFAULT_PROMPTS_DIR, read_templates, render, resolve_prompts_dir
-from raydist.views.l1_statement import load_l1_prompts
-from raydist.views.l4_llm import load_l4_prompts
+from raydist.views.l1.statement import load_l1_prompts
+from raydist.views.l4.llm import load_l4_prompts
 
 ROOT = Path(__file__).resolve().parents[1]
 STEMS = {"first": "a_first", "second": "a_second"}

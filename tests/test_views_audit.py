@@ -20,8 +20,8 @@ from raydist.tasks import load_instances
 from raydist.tasks.measure import apply_patch, fetch_sdist, unpack_sdist
 from raydist.views import RepoFiles, build_view
 from raydist.views.audit import ExposureLog, IdentitySet, find_exposures, hidden_names, identity_tokens, view_manifest
-from raydist.views.l2_mapping import NameMapping
-from raydist.views.translator import NamespaceTranslator
+from raydist.views.l2.mapping import NameMapping
+from raydist.views.l2.translator import NamespaceTranslator
 
 BUILTIN = {i.instance_id: i for i in load_instances("builtin")}
 DEL = "jquast__wcwidth-del-control"

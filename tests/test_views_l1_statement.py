@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from raydist.views.l1_statement import (
+from raydist.views.l1.statement import (
     VERIFIER_GRAMMAR,
     VERIFY_MAX_TOKENS,
     L1Prompts,

@@ -17,10 +17,10 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from raydist.views.base import RepoFiles
-from raydist.views.l2_mapping import NameMapping, build_mapping
-from raydist.views.l2_names import RepoNames, extract_names
-from raydist.views.l2_namespace import namespace_mapping
-from raydist.views.translator import NamespaceTranslator
+from raydist.views.l2.mapping import NameMapping, build_mapping
+from raydist.views.l2.names import RepoNames, extract_names
+from raydist.views.l2.namespace import namespace_mapping
+from raydist.views.l2.translator import NamespaceTranslator
 
 IDENTITY = "toolz"
 TOKEN = re.compile(r"[A-Za-z0-9_]+")

@@ -18,8 +18,8 @@ import pytest
 from raydist.views import build_view
 from raydist.views.audit import find_exposures, identity_tokens
 from raydist.views.base import RepoFiles
-from raydist.views.l2_namespace import namespace_level, namespace_mapping  # noqa: F401  (registers L2)
-from raydist.views.translator import NamespaceTranslator
+from raydist.views.l2.namespace import namespace_level, namespace_mapping  # noqa: F401  (registers L2)
+from raydist.views.l2.translator import NamespaceTranslator
 
 IDENTITY = "pytoolz/toolz"
 PROBE = ("from toolz.itertoolz import merge_sorted\n\n\n"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-import raydist.views.l2_namespace  # noqa: F401  (registers L2)
+import raydist.views.l2.namespace  # noqa: F401  (registers L2)
 from raydist.agents.environment import ViewEnvironment
 from raydist.grading import apply_patch
 from raydist.sandbox import Limits, Sandbox, ensure_instance_image

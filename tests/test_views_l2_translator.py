@@ -8,10 +8,10 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raydist.views.l2_mapping import COMMAND_WORDS, KEPT_SUBWORDS, build_mapping, split_subwords, virtual_name
+from raydist.views.l2.mapping import COMMAND_WORDS, KEPT_SUBWORDS, build_mapping, split_subwords, virtual_name
 from raydist.views.audit import IdentitySet, find_exposures
-from raydist.views.l2_names import is_reserved
-from raydist.views.translator import NamespaceTranslator
+from raydist.views.l2.names import is_reserved
+from raydist.views.l2.translator import NamespaceTranslator
 
 NAMES = ["toolz", "itertoolz", "merge_sorted", "merge_with", "InstanceProperty", "LONG_VERSION_PY",
          "_merge_sorted_binary", "test_merge_sorted", "TestDict", "curry", "tests"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from raydist.views.l3_reorder import definition_graphs
+from raydist.views.l3.reorder import definition_graphs
 
 
 def graphs(source: str) -> list[tuple[list[str], list[tuple[int, int]]]]:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from raydist.views.l3_reorder import pinned_definitions, reorder_source
+from raydist.views.l3.reorder import pinned_definitions, reorder_source
 
 SEEDS_PER_LAYOUT = 12
 """Seeds drawn per allowed layout: a uniform sampler misses one of n with odds below n * e**-12."""

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from raydist.views.l3_reorder import pinned_definitions, reorder_source
+from raydist.views.l3.reorder import pinned_definitions, reorder_source
 
 SDIST_CACHE = Path(tempfile.gettempdir()) / "raydist-test-sdists"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from raydist.views import RepoFiles, ViewOptions, build_view, reorder_file, reorder_source
-from raydist.views.l3_reorder import file_seed
+from raydist.views.l3.reorder import file_seed
 
 INDEPENDENT = textwrap.dedent(
     '''\

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raydist.views.l3_sample import count_linear_extensions, is_linear_extension, sample_linear_extension
+from raydist.views.l3.sample import count_linear_extensions, is_linear_extension, sample_linear_extension
 
 
 @st.composite

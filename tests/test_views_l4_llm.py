@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from raydist.views.l4_llm import (
+from raydist.views.l4.llm import (
     CODE_BLOCK_GRAMMAR,
     Proposal,
     check_answer,
@@ -27,8 +27,8 @@ from raydist.views.l4_llm import (
     rewrite_grammar,
     rewrite_messages,
 )
-from raydist.views.l4_rewrite import _functions, rewrite_function_source
-from raydist.views.l4_splice import shown_function
+from raydist.views.l4.rewrite import _functions, rewrite_function_source
+from raydist.views.l4.splice import shown_function
 
 FREQUENCIES_DOC = '''def frequencies(seq):
     """ Find number of occurrences of each value in seq

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from raydist.views.l4_rewrite import (
+from raydist.views.l4.rewrite import (
     functions_enclosing_patch,
     rewrite_function_source,
     same_interface,

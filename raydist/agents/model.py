@@ -91,10 +91,10 @@ class EndpointModel(LitellmTextbasedModel):
         `recheck`: calls just failed, so the supervisor checks the server at once)."""
         if self.endpoint.server_name is None:
             return
-        from raydist.models.server import ModelServerError  # imports Ray: only when supervised
+        from raydist.models.server import ModelServerError, follow_server  # imports Ray: only when supervised
 
         try:
-            endpoint = self.endpoint.following_server(self.restart_wait_s, recheck)
+            endpoint = follow_server(self.endpoint, self.restart_wait_s, recheck)
         except ModelServerError as exc:
             raise ModelUnreachable(f"model {self.endpoint.litellm_model!r}: {exc}") from exc
         if endpoint.api_base != self.endpoint.api_base:

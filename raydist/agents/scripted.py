@@ -151,11 +151,6 @@ def null(*, view, sandbox, settings: AgentSettings, trajectory_path=None) -> Age
                        trajectory_path=trajectory_path)
 
 
-# The names raydist.cluster imports.
-oracle_agent = oracle
-null_agent = null
-
-
 def _run_script(name: str, commands: list[str], *, view, sandbox, settings: AgentSettings,
                 trajectory_path) -> AgentOutcome:
     prompts = load_prompts(settings.prompts_dir)

@@ -30,7 +30,7 @@ from raydist._util.protocols import Complete
 from raydist.cluster.errors import PreparationError
 from raydist.prompts import resolve_prompts_dir
 from raydist.results.sink import Failure
-from raydist.views.base import Prepared, RepoFiles, ViewOptions, levels_needing
+from raydist.views import Prepared, RepoFiles, ViewOptions, levels_needing
 
 
 #: Part of every cache key, per kind: raise one when a change makes that kind's records wrong.
@@ -86,7 +86,7 @@ def with_preparation(units: Iterable, options: ViewOptions, model_identity: str)
     reusing rows built on the old statements or rewrites. Other units are unchanged."""
     from dataclasses import replace
 
-    from raydist.views.base import levels_needing
+    from raydist.views import levels_needing
 
     out = []
     for unit in units:
@@ -143,12 +143,12 @@ def prepared_for(level: str, records: Mapping[str, Mapping | None]) -> Prepared:
 
 def prepare_statement(instance, seed: int, complete: Complete, options: ViewOptions) -> dict:
     """The L1 record of ``instance`` for ``seed``: ``{"text", "source", "attempts", "history"}``
-    (``raydist.views.l1_statement.StatementResult`` as JSON), §III-B.
+    (``raydist.views.l1.statement.StatementResult`` as JSON), §III-B.
 
     Raises ``PreparationError`` when every attempt failed on the LLM call itself (a dead
     server must not be cached as "no paraphrase passed the verifier").
     """
-    from raydist.views.l1_statement import load_l1_prompts, paraphrase_budget, reconstruct_statement
+    from raydist.views.l1.statement import load_l1_prompts, paraphrase_budget, reconstruct_statement
 
     prompts = load_l1_prompts(options.prompts_dir)
     budget = paraphrase_budget(instance.problem_statement, cap=options.l1_max_tokens)

@@ -1,154 +1,34 @@
-"""L4's preparation (SchrodingerRepo §III-E): which functions to rewrite, the rewrite loop
-(LLM proposals, then the deterministic rewriter) and the test gate in the instance
-container that every accepted rewrite must pass.
+"""L4's test gate in the instance container (SchrodingerRepo §III-E), and the preparation
+of L4's rewrites with it.
 
-``prepare_rewrites`` is plain Python with the gate and the LLM injected, so its loop is
-tested with any gate; ``docker_gate`` is the real one.
+The rewrite loop itself is pure (``raydist.views.l4.prepare``); here it meets Docker (the
+gate grades in the instance's container) and the preparation's error (``PreparationError``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 
 from raydist._util.protocols import Complete
 from raydist.cluster.errors import PreparationError
+from raydist.grading import grade
+from raydist.models.retry import ModelUnreachable
 from raydist.views.base import RepoFiles, ViewOptions
-
-#: ``(files) -> (passed, feedback)``: runs the instance's tests with ``files`` (path -> text in
-#: original coordinates) in place of the originals.
-Gate = Callable[[Mapping[str, str]], "GateVerdict"]
-
-
-@dataclass(frozen=True)
-class GateVerdict:
-    """The L4 test gate's answer: ``passed`` when every PASS_TO_PASS test passed and every
-    FAIL_TO_PASS test still failed; ``feedback`` names the tests that broke the rule and ends
-    with the tail of the test log (what a retry prompt shows the LLM)."""
-
-    passed: bool
-    feedback: str
-
-
-def changed_line_ranges(patch: str, path: str) -> list[tuple[int, int]]:
-    """1-based inclusive line ranges of ``path``'s original that ``patch`` removes or inserts
-    next to (a pure insertion counts as the line before it), one range per hunk."""
-    from unidiff import PatchSet
-
-    ranges = []
-    for patched in PatchSet(patch):
-        if patched.path != path:
-            continue
-        for hunk in patched:
-            removed = [line.source_line_no for line in hunk if line.is_removed]
-            if removed:
-                ranges.append((min(removed), max(removed)))
-                continue
-            last_before = None
-            for line in hunk:
-                if line.is_added:
-                    break
-                if line.is_context:
-                    last_before = line.source_line_no
-            anchor = last_before or hunk.source_start
-            ranges.append((anchor, anchor))
-    return ranges
-
-
-def rewrite_targets(instance, repo: RepoFiles) -> list[tuple[str, str]]:
-    """``(path, qualname)`` of every function enclosing a hunk of the gold patch, §III-E.
-    Files that do not parse contribute nothing."""
-    from raydist.views.l4_rewrite import functions_enclosing_patch
-    from raydist.views.recover import patched_paths
-
-    targets = []
-    for path in patched_paths(instance.patch):
-        text = repo.read(path) if path.endswith(".py") else None
-        if text is None:
-            continue
-        try:
-            names = functions_enclosing_patch(text, changed_line_ranges(instance.patch, path))
-        except SyntaxError:
-            continue
-        targets.extend((path, name) for name in names)
-    return targets
+from raydist.views.l4.prepare import Gate, GateVerdict, rewrite_loop
+from raydist.views.recover import recover_patch
 
 
 def prepare_rewrites(instance, seed: int, repo: RepoFiles, options: ViewOptions, gate: Gate,
                      complete: Complete | None = None) -> dict:
-    """The L4 record of ``instance`` for ``seed``: ``{"files": {path: text}, "functions":
-    {"path::qualname": {"source", "attempts", "reason"}}}``, §III-E.
+    """The L4 record of ``instance`` for ``seed`` (``raydist.views.l4.prepare.rewrite_loop``).
 
-    For each function enclosing a gold hunk, up to ``options.l4_llm_attempts`` LLM rewrites
-    (``raydist.views.l4_llm.propose_rewrite``), each through the static gate and then
-    ``gate`` with every rewrite accepted so far; the gate's feedback goes into the next
-    attempt. When none passes, the deterministic rewriter's output (seeded by ``seed``) goes
-    through the same gate. A function neither passes keeps its original text
-    (``source="unchanged"``). The last gate run covers the whole accepted set, so the files
-    returned passed the gate together. Raises ``PreparationError`` when ``gate`` does.
+    Raises ``PreparationError`` when ``gate`` does or the model is unreachable: neither may be
+    cached as a finished preparation.
     """
-    from raydist.models.retry import ModelUnreachable
-    from raydist.views.l4_rewrite import rewrite_function_source, same_interface
-
-    files: dict[str, str] = {}
-    functions: dict[str, dict] = {}
-    prompts = None
-    if complete is not None and options.l4_llm_attempts > 0:
-        from raydist.views.l4_llm import load_l4_prompts
-
-        prompts = load_l4_prompts(options.prompts_dir)
-    for number, (path, qualname) in enumerate(rewrite_targets(instance, repo)):
-        current = files.get(path) or repo.read(path)
-        entry = {"source": "unchanged", "attempts": 0, "reason": None, "feedback": []}
-        accepted = None
-        feedback = previous = None
-        for attempt in range(options.l4_llm_attempts if prompts is not None else 0):
-            from raydist.views.l4_llm import propose_rewrite
-
-            entry["attempts"] = attempt + 1
-            try:
-                proposal = propose_rewrite(current, qualname, complete, seed=seed * 1000 + number * 10 + attempt,
-                                           feedback=feedback, previous=previous, prompts=prompts)
-            except ModelUnreachable as exc:  # infrastructure: nothing may be cached
-                raise PreparationError(f"L4 of {instance.instance_id!r}: {exc}") from exc
-            except ValueError as exc:  # e.g. the name is defined twice: no LLM rewrite can be placed
-                entry["feedback"].append(f"no LLM rewrite: {exc}"[:500])
-                break
-            except Exception as exc:  # noqa: BLE001 - any other failed call is a recorded attempt
-                entry["feedback"].append(f"LLM call failed: {type(exc).__name__}: {exc}"[:500])
-                continue
-            previous = proposal.function_source
-            if proposal.module_source is None:
-                feedback = f"The rewrite was rejected before testing: {proposal.reason}"
-                entry["feedback"].append(feedback[:500])
-                continue
-            verdict = gate({**files, path: proposal.module_source})
-            if verdict.passed:
-                accepted, entry["source"] = proposal.module_source, "llm"
-                break
-            feedback = verdict.feedback
-            entry["feedback"].append(_clip(feedback))
-        if accepted is None:
-            candidate = rewrite_function_source(current, qualname, seed * 1000 + number)
-            if candidate == current:
-                entry["reason"] = "the deterministic rewriter found nothing safe to change"
-            elif not same_interface(current, candidate, qualname):
-                entry["reason"] = "the deterministic rewrite changed the interface"
-            else:
-                verdict = gate({**files, path: candidate})
-                if verdict.passed:
-                    accepted, entry["source"] = candidate, "deterministic"
-                else:
-                    entry["reason"] = f"the deterministic rewrite failed the test gate: {verdict.feedback[-300:]}"
-        if accepted is not None:
-            files[path] = accepted
-        functions[f"{path}::{qualname}"] = entry
-    return {"files": files, "functions": functions}
-
-
-def _clip(text: str, head: int = 600, tail: int = 400) -> str:
-    """``text`` cut to its head (which names the tests) and tail, for the cached record."""
-    return text if len(text) <= head + tail else f"{text[:head]}\n[...]\n{text[-tail:]}"
+    try:
+        return rewrite_loop(instance, seed, repo, options, gate, complete, fatal=(ModelUnreachable,))
+    except ModelUnreachable as exc:
+        raise PreparationError(f"L4 of {instance.instance_id!r}: {exc}") from exc
 
 
 def docker_gate(client, instance, image_tag: str, repo: RepoFiles, *, limits=None, timeout: float = 900) -> Gate:
@@ -157,9 +37,6 @@ def docker_gate(client, instance, image_tag: str, repo: RepoFiles, *, limits=Non
     PASS_TO_PASS test passes and every FAIL_TO_PASS test still fails (the rewrite must
     neither break behaviour nor fix the bug). Raises ``PreparationError`` when the test run
     itself cannot happen (Docker, a patch that does not apply, a test timeout)."""
-    from raydist.grading import grade
-    from raydist.views.recover import recover_patch
-
     def run(files: Mapping[str, str]) -> GateVerdict:
         patch = recover_patch({p: repo.read(p) for p in files}, dict(files))
         try:

@@ -16,6 +16,9 @@ import uuid
 from contextlib import contextmanager
 from typing import Iterator
 
+from raydist.models.process import ModelServerError
+from raydist.models.supervisor import SupervisorPolicy
+
 
 @contextmanager
 def serve_model(model: str, model_cfg: dict | None) -> Iterator:
@@ -44,31 +47,13 @@ def serve_model(model: str, model_cfg: dict | None) -> Iterator:
     from raydist.models.pricing import register_local_model
     from raydist.models.server import ModelServer
 
-    model_path = model_cfg.get("model_path")
-    # `{python}` is this interpreter, so the server runs from the same environment as raydist.
-    command = [part.replace("{python}", sys.executable) for part in model_cfg["command"]]
-    from raydist.models.server import ModelServerError
-    from raydist.models.supervisor import SupervisorPolicy
-
-    policy = dict(model_cfg.get("supervisor") or {})
-    try:
-        SupervisorPolicy(**policy)  # a bad key or value fails here, named, not inside the actor
-    except (TypeError, ValueError) as exc:
-        raise ModelServerError(f"local_models.{model}.supervisor={policy}: {exc}; its keys are the fields of "
-                               "raydist.models.supervisor.SupervisorPolicy") from exc
+    command, arguments = server_command(model_cfg), server_arguments(model, model_cfg)
     name = f"raydist-model-server-{uuid.uuid4().hex[:12]}"  # unique: several launches may share a cluster
     namespace = ray.get_runtime_context().namespace
     server = ModelServer.options(
         name=name, namespace=namespace,
         num_cpus=model_cfg.get("num_cpus", 1), num_gpus=model_cfg.get("num_gpus", 0),
-    ).remote(
-        command,
-        model_path=None if model_path in (None, "embedded") else model_path,
-        startup_timeout=float(model_cfg.get("startup_timeout_s", 180)),
-        health_path=model_cfg.get("health_path", "/v1/models"),
-        liveness_path=model_cfg.get("liveness_path"),
-        policy=policy,
-    )
+    ).remote(command, **arguments)
     try:
         api_base = ray.get(server.start.remote())
         register_local_model(model_cfg["litellm_model"])
@@ -122,3 +107,31 @@ class ModelServers:
         stack = self._stacks.pop(name, None)
         if stack is not None:
             stack.close()
+
+
+def server_command(model_cfg: dict) -> list[str]:
+    """The server argv of a ``local_models`` entry: its ``command`` with ``{python}`` made this
+    interpreter (so the server runs from raydist's environment); ``{host}``, ``{port}`` and
+    ``{model_path}`` stay for the server actor to fill in."""
+    return [part.replace("{python}", sys.executable) for part in model_cfg["command"]]
+
+
+def server_arguments(model: str, model_cfg: dict) -> dict:
+    """The ``ModelServer`` keyword arguments of the ``local_models`` entry ``model``: model path
+    (None for the embedded GGUF), start-up timeout (s), health and liveness paths, and the
+    supervision policy. Raises ``ModelServerError`` naming the entry when its ``supervisor``
+    is not a valid ``SupervisorPolicy``, so a bad key fails here and not inside the actor."""
+    policy = dict(model_cfg.get("supervisor") or {})
+    try:
+        SupervisorPolicy(**policy)
+    except (TypeError, ValueError) as exc:
+        raise ModelServerError(f"local_models.{model}.supervisor={policy}: {exc}; its keys are the fields of "
+                               "raydist.models.supervisor.SupervisorPolicy") from exc
+    model_path = model_cfg.get("model_path")
+    return {
+        "model_path": None if model_path in (None, "embedded") else model_path,
+        "startup_timeout": float(model_cfg.get("startup_timeout_s", 180)),
+        "health_path": model_cfg.get("health_path", "/v1/models"),
+        "liveness_path": model_cfg.get("liveness_path"),
+        "policy": policy,
+    }

@@ -1,6 +1,10 @@
 """Models: where completions come from (litellm endpoints, one-call completion with retries,
 local model servers, prices, grammars).
 
+A local server is a child process (``process``) kept answering by a ``supervisor``; under Ray
+the ``ModelServer`` actor (``server``) owns both. ``ModelServer``, ``current_server`` and
+``follow_server`` import Ray, so they are loaded on first use.
+
 Importing this package pins litellm to the cost map bundled with its pinned version: the
 remote map is unreachable offline, and a moving price table would make costs irreproducible.
 """
@@ -12,28 +16,49 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from raydist.models.completion import EmptyCompletion, LitellmCompletion, litellm_complete  # noqa: E402
 from raydist.models.endpoint import MissingCredentials, ModelEndpoint, UnknownModel, check_model_name  # noqa: E402
 from raydist.models.grammar import ACTION_REGEX, action_grammar, grammar_extra_body  # noqa: E402
-from raydist.models.local import EMBEDDED_MODEL_NAME, embedded_model_path, llama_cpp_command  # noqa: E402
+from raydist.models.local import embedded_model_path  # noqa: E402
+from raydist.models.process import ModelServerError, ServerProcess, free_port, port_is_free  # noqa: E402
 from raydist.models.pricing import UnknownPrice, completion_cost, register_local_model, register_price  # noqa: E402
 from raydist.models.retry import TRANSIENT_ERRORS, ModelUnreachable  # noqa: E402
+from raydist.models.supervisor import Supervisor, SupervisorPolicy  # noqa: E402
+
+_WITH_RAY = ("ModelServer", "current_server", "follow_server")
+
+
+def __getattr__(name: str):
+    """The Ray-backed names of ``raydist.models.server``, imported on first use (PEP 562)."""
+    if name in _WITH_RAY:
+        from raydist.models import server
+
+        return getattr(server, name)
+    raise AttributeError(f"module 'raydist.models' has no attribute {name!r}")
+
 
 __all__ = [
     "ACTION_REGEX",
-    "EMBEDDED_MODEL_NAME",
     "TRANSIENT_ERRORS",
     "EmptyCompletion",
     "LitellmCompletion",
     "MissingCredentials",
     "ModelEndpoint",
+    "ModelServer",
+    "ModelServerError",
     "ModelUnreachable",
+    "ServerProcess",
+    "Supervisor",
+    "SupervisorPolicy",
     "UnknownModel",
     "UnknownPrice",
     "action_grammar",
     "check_model_name",
     "completion_cost",
+    "current_server",
+    "follow_server",
+    "free_port",
     "embedded_model_path",
     "grammar_extra_body",
     "litellm_complete",
-    "llama_cpp_command",
+    "port_is_free",
     "register_local_model",
     "register_price",
 ]

@@ -1,5 +1,5 @@
 """One chat completion as a plain function: the model access of pure logic that needs an LLM
-(e.g. Level 1's paraphrase and verifier, `raydist.views.l1_statement`)."""
+(e.g. Level 1's paraphrase and verifier, `raydist.views.l1.statement`)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ time and never stored in a config, trajectory or result.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import litellm
@@ -80,24 +80,6 @@ class ModelEndpoint:
         if self.extra_body:
             kwargs["extra_body"] = dict(self.extra_body)
         return kwargs
-
-    def following_server(self, wait_s: float, recheck: bool = False) -> "ModelEndpoint":
-        """This endpoint at the address its supervised server has now, with that server's
-        `server_generation`; itself when there is no supervisor. Waits up to `wait_s` seconds
-        while the server restarts; `recheck` (after failed calls) has the server checked at once.
-
-        Raises:
-            raydist.models.server.ModelServerError: the supervisor is gone, its server failed
-                for good, or it is still restarting after `wait_s` seconds.
-        """
-        if self.server_name is None:
-            return self
-        from raydist.models.server import current_server
-
-        api_base, generation = current_server(self.server_name, self.server_namespace, wait_s, recheck)
-        if (api_base, generation) == (self.api_base, self.server_generation):
-            return self
-        return replace(self, api_base=api_base, server_generation=generation)
 
     def secret_kwargs(self) -> dict[str, str]:
         """The API key to add at call time: the placeholder for local servers, else nothing."""

@@ -7,8 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-EMBEDDED_MODEL_NAME = "gemma-3-270m"
-"""The name the llama.cpp server reports for the embedded model (its `--model_alias`)."""
+from raydist._util import atomic_write_text, temporary_beside
 
 _STAMP_SUFFIX = ".verified"
 
@@ -46,19 +45,16 @@ def embedded_model_path(cache_dir: str | os.PathLike | None = None) -> str:
         path = _assemble_atomically(gemma, target)
     except FileNotFoundError as exc:
         raise RuntimeError(f"the embedded model package is incomplete: {exc}; reinstall it") from exc
-    stamp.write_text(gemma.EXPECTED_SHA256 + "\n")
+    atomic_write_text(stamp, gemma.EXPECTED_SHA256 + "\n")
     return str(path.resolve())
 
 
 def _assemble_atomically(gemma, target: Path) -> Path:
     # Several Ray workers may ask at once; each joins into its own temporary file and the
     # rename makes the first finished copy visible whole, never half-written.
-    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-    try:
+    with temporary_beside(target) as (_, tmp):
         gemma.assemble(tmp, overwrite=True)
         os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
     return target
 
 
@@ -76,23 +72,3 @@ def check_server_installed(argv: list[str]) -> list[str]:
                                "extra: pip install 'raydist[local]'", name="llama_cpp")
     return argv
 
-
-def llama_cpp_command(*, n_ctx: int = 8192, n_threads: int = 2, alias: str = EMBEDDED_MODEL_NAME) -> list[str]:
-    """argv for llama-cpp-python's OpenAI-compatible server, with `ServerProcess` placeholders.
-
-    `--chat_format gemma` is explicit because the GGUF's template is not recognised and the
-    server would otherwise fall back to the llama-2 format, which Gemma answers with noise.
-    The gemma format drops system messages, so raydist's prompts keep instructions in the
-    first user message.
-
-    Args:
-        n_ctx: context window in tokens (prompt plus completion).
-        n_threads: CPU threads for generation.
-        alias: model id the server reports, used as `openai/<alias>` by litellm.
-    """
-    return [
-        sys.executable, "-m", "llama_cpp.server",
-        "--model", "{model_path}", "--model_alias", alias, "--chat_format", "gemma",
-        "--host", "{host}", "--port", "{port}",
-        "--n_ctx", str(n_ctx), "--n_threads", str(n_threads), "--n_threads_batch", str(n_threads),
-    ]  # fmt: skip

@@ -1,13 +1,7 @@
-"""An OpenAI-compatible model server as a child process (llama.cpp here, `vllm serve` on GPU
-nodes), and `ModelServer`, the thin Ray actor that owns one under a `Supervisor`
-(`raydist.models.supervisor`): a server that dies or hangs is restarted, on a new port when
-its own is taken, and clients ask the actor (by its name) for the current `api_base`.
-
-The server command is data: a list of strings whose `{host}`, `{port}` and `{model_path}`
-placeholders are filled in at start, so the same code launches
-
-    python -m llama_cpp.server --model {model_path} --host {host} --port {port} ...
-    vllm serve {model_path} --host {host} --port {port} ...
+"""`ModelServer`, the thin Ray actor that owns one model server (`raydist.models.process`)
+under a `Supervisor` (`raydist.models.supervisor`): a server that dies or hangs is restarted,
+on a new port when its own is taken, and clients ask the actor (by its name) for the current
+`api_base` (`current_server`, `follow_server`).
 
 On a GPU node reserve the device through Ray, not through the command:
 
@@ -18,284 +12,16 @@ On a GPU node reserve the device through Ray, not through the command:
 
 from __future__ import annotations
 
-import ctypes
 import functools
-import os
-import signal
-import socket
-import subprocess
-import sys
-import tempfile
-import threading
-import time
-import urllib.error
-import urllib.request
-from collections import deque
-from pathlib import Path
+from dataclasses import replace
 
 import ray
 
-from raydist.models.endpoint import RESTART_WAIT_S
-from raydist.models.local import check_server_installed, embedded_model_path
+from raydist.models.endpoint import RESTART_WAIT_S, ModelEndpoint
+from raydist.models.process import LOG_TAIL_LINES, ModelServerError, ServerProcess
+from raydist.models.supervisor import Supervisor, SupervisorPolicy
 
-_PR_SET_PDEATHSIG = 1
-_LOG_TAIL_LINES = 30
-
-
-class ModelServerError(RuntimeError):
-    """The model server did not start or stopped answering; the message holds its log tail."""
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """Return a TCP port on `host` that is free now (the OS picks it; it may be taken later)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
-
-
-def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
-    """True when nothing listens on (or holds) `host:port` now, so a server may bind it.
-
-    SO_REUSEADDR as servers set it: a port whose only traces are TIME_WAIT connections of a
-    dead server counts as free, one with a live listener does not."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-        return True
-
-
-def liveness_path_for(command: list[str], health_path: str) -> str:
-    """The path that shows a running server is alive without waiting for the model.
-
-    llama-cpp-python's `/v1/models` takes the model lock, so it waits behind every queued
-    generation and would make a busy server look hung; its `/docs` page is served by the
-    event loop alone. Other servers (vLLM's `/health`, ...) answer `health_path` at once."""
-    if any(part.endswith("llama_cpp.server") for part in command):
-        return "/docs"
-    return health_path
-
-
-def _die_with_parent(parent_pid: int):
-    """preexec_fn: ask the kernel to SIGKILL the child when the forking thread's process dies."""
-
-    def _preexec() -> None:
-        if sys.platform.startswith("linux"):
-            libc = ctypes.CDLL("libc.so.6", use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            # The parent may have died between fork and prctl; then no signal would ever come.
-            if os.getppid() != parent_pid:
-                os._exit(1)
-
-    return _preexec
-
-
-class ServerProcess:
-    """A model server child process with a health check.
-
-    Args:
-        command: argv with optional `{host}`, `{port}`, `{model_path}` placeholders.
-        host: interface to bind (127.0.0.1 keeps traffic on loopback).
-        port: TCP port; None picks a free one.
-        health_path: HTTP path that answers 200 once the model is loaded.
-        liveness_path: HTTP path that answers 200 while the server runs, even when busy
-            generating (`alive()`); None picks `liveness_path_for(command, health_path)`.
-        startup_timeout: seconds to wait for health before giving up.
-        model_path: fills `{model_path}`; None means the embedded Gemma GGUF.
-        advertise_host: host written into `api_base` (e.g. the node IP when binding 0.0.0.0).
-        log_path: file receiving the server's stdout and stderr; default a temporary file.
-
-    The child dies with this process (PR_SET_PDEATHSIG on Linux). The signal is tied to the
-    *thread* that forks, so call `start()` from a long-lived thread (a Ray actor's methods run
-    on its main thread).
-    """
-
-    def __init__(
-        self,
-        command: list[str],
-        *,
-        host: str = "127.0.0.1",
-        port: int | None = None,
-        health_path: str = "/v1/models",
-        liveness_path: str | None = None,
-        startup_timeout: float = 180,
-        model_path: str | None = None,
-        advertise_host: str | None = None,
-        log_path: str | os.PathLike | None = None,
-    ):
-        if not command or not all(isinstance(part, str) for part in command):
-            raise ValueError(f"server command must be a non-empty list of strings, got {command!r}")
-        self.command = list(command)
-        self.host = host
-        self.port = port
-        self.health_path = health_path
-        self.liveness_path = liveness_path or liveness_path_for(command, health_path)
-        self.startup_timeout = startup_timeout
-        self.model_path = model_path
-        self.advertise_host = advertise_host or host
-        self.log_path = Path(log_path) if log_path else None
-        self._proc: subprocess.Popen | None = None
-
-    @property
-    def api_base(self) -> str:
-        """`http://<host>:<port>/v1`, the OpenAI-compatible base URL; ModelServerError before start."""
-        if self.port is None or self._proc is None:
-            raise ModelServerError("the model server has not been started; call start() first")
-        return f"http://{self.advertise_host}:{self.port}/v1"
-
-    @property
-    def pid(self) -> int | None:
-        """Process id of the running server, or None when not running."""
-        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
-
-    def argv(self) -> list[str]:
-        """The command with its placeholders filled in (port chosen if still None)."""
-        if self.port is None:
-            self.port = free_port(self.host)
-        values = {"host": self.host, "port": str(self.port)}
-        if any("{model_path}" in part for part in self.command):
-            values["model_path"] = self.model_path or embedded_model_path()
-        try:
-            return check_server_installed([part.format(**values) for part in self.command])
-        except (KeyError, IndexError) as exc:
-            raise ValueError(
-                f"server command {self.command!r} uses an unknown placeholder {exc}; "
-                "only {host}, {port} and {model_path} are filled in"
-            ) from exc
-
-    @property
-    def exit_code(self) -> int | None:
-        """The exit status of a server that stopped by itself (-9: SIGKILL), None while it runs
-        or when it was never started."""
-        return self._proc.poll() if self._proc is not None else None
-
-    def start(self, cancel: threading.Event | None = None) -> str:
-        """Start the server and wait until `health_path` answers 200. Calling it again after
-        the server died starts it anew (same port; set `port` first to move it), appending to
-        the same log.
-
-        Args:
-            cancel: when set during the wait, the server is killed and the start fails.
-
-        Returns:
-            `api_base`.
-
-        Raises:
-            ModelServerError: the process exited or was not healthy within `startup_timeout`
-                seconds; the message carries the last lines of its log.
-        """
-        if self.pid is not None:
-            return self.api_base
-        argv = self.argv()
-        if self.log_path is None:
-            fd, name = tempfile.mkstemp(prefix=f"raydist-model-server-{self.port}-", suffix=".log")
-            os.close(fd)
-            self.log_path = Path(name)
-        with open(self.log_path, "ab") as log:
-            log.write(f"--- raydist: starting {argv!r}\n".encode())
-            log.flush()
-            self._proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                # own process group, so stop() also reaches the server's children
-                start_new_session=True,
-                preexec_fn=_die_with_parent(os.getpid()),
-            )
-        self._wait_healthy(cancel)
-        return self.api_base
-
-    def healthy(self, timeout: float = 5.0) -> bool:
-        """True when the process runs and `health_path` answers 200 within `timeout` seconds."""
-        return self._answers(self.health_path, timeout)
-
-    def alive(self, timeout: float = 5.0) -> bool:
-        """True when the process runs and `liveness_path` answers 200 within `timeout` seconds
-        (a stopped or hung process does not)."""
-        return self._answers(self.liveness_path, timeout)
-
-    def _answers(self, path: str, timeout: float) -> bool:
-        if self.pid is None:
-            return False
-        url = f"http://{self.host}:{self.port}{path}"
-        try:
-            with urllib.request.urlopen(url, timeout=timeout) as response:
-                return response.status == 200
-        except (urllib.error.URLError, OSError):
-            return False
-
-    def stop(self, grace: float = 10.0) -> None:
-        """Terminate the server's process group (SIGTERM, then SIGKILL after `grace` seconds)."""
-        proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        _signal_group(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            _signal_group(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-    def kill(self) -> None:
-        """SIGKILL the server's process group at once (a hung or stopped server ignores
-        SIGTERM) and reap it; also clears what is left of a server that died by itself."""
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        _signal_group(proc.pid, signal.SIGKILL)
-        proc.wait()
-
-    def note(self, line: str) -> None:
-        """Append `--- raydist: <line>` to the server log (restarts show up beside its output)."""
-        if self.log_path is not None:
-            with open(self.log_path, "a") as log:
-                log.write(f"--- raydist: {line}\n")
-
-    def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
-        """The last `lines` lines of the server log ('' when there is none)."""
-        if self.log_path is None or not self.log_path.exists():
-            return ""
-        with open(self.log_path, errors="replace") as log:
-            return "".join(deque(log, maxlen=lines))
-
-    def _wait_healthy(self, cancel: threading.Event | None = None) -> None:
-        deadline = time.monotonic() + self.startup_timeout
-        while time.monotonic() < deadline:
-            if cancel is not None and cancel.is_set():
-                self.kill()
-                raise ModelServerError(self._failure("was stopped during startup"))
-            if self._proc.poll() is not None:
-                code = self._proc.returncode
-                self._proc = None
-                raise ModelServerError(self._failure(f"exited with code {code} during startup"))
-            if self.healthy(timeout=2.0):
-                return
-            time.sleep(0.5)
-        self.stop(grace=2.0)
-        raise ModelServerError(self._failure(f"was not healthy after {self.startup_timeout:g} s"))
-
-    def _failure(self, what: str) -> str:
-        return (
-            f"model server {self.command[:3]!r}... on {self.host}:{self.port} {what}; "
-            f"log {self.log_path}, last lines:\n{self.log_tail()}"
-        )
-
-    def __enter__(self) -> "ServerProcess":
-        self.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-
-def _signal_group(pid: int, sig: int) -> None:
-    try:
-        os.killpg(pid, sig)
-    except ProcessLookupError:
-        pass
+__all__ = ["ModelServer", "ModelServerError", "current_server", "follow_server"]
 
 
 @ray.remote(max_restarts=0, max_concurrency=64)
@@ -314,8 +40,6 @@ class ModelServer:
     """
 
     def __init__(self, command: list[str], *, policy: dict | None = None, **kwargs):
-        from raydist.models.supervisor import Supervisor, SupervisorPolicy
-
         if kwargs.get("host") == "0.0.0.0" and not kwargs.get("advertise_host"):
             kwargs["advertise_host"] = ray.util.get_node_ip_address()
         self._process = ServerProcess(command, **kwargs)
@@ -352,7 +76,7 @@ class ModelServer:
         """Process id of the server (None when stopped), for monitoring and cleanup checks."""
         return self._process.pid
 
-    def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         """The last `lines` lines of the server log."""
         return self._process.log_tail(lines)
 
@@ -394,3 +118,21 @@ def current_server(name: str, namespace: str | None = None, wait_s: float = REST
     except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
         _server_actor.cache_clear()
         raise ModelServerError(f"model server actor {name!r} does not answer: {type(exc).__name__}: {exc}") from exc
+
+
+def follow_server(endpoint: ModelEndpoint, wait_s: float, recheck: bool = False) -> ModelEndpoint:
+    """`endpoint` at the address its supervised server has now, with that server's
+    `server_generation`; `endpoint` itself when it names no supervisor (`server_name`). Waits
+    up to `wait_s` seconds while the server restarts; `recheck` (after failed calls) has the
+    server checked at once.
+
+    Raises:
+        ModelServerError: the supervisor is gone, its server failed for good, or it is still
+            restarting after `wait_s` seconds.
+    """
+    if endpoint.server_name is None:
+        return endpoint
+    api_base, generation = current_server(endpoint.server_name, endpoint.server_namespace, wait_s, recheck)
+    if (api_base, generation) == (endpoint.api_base, endpoint.server_generation):
+        return endpoint
+    return replace(endpoint, api_base=api_base, server_generation=generation)

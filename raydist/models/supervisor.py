@@ -26,7 +26,7 @@ import logging
 import threading
 from dataclasses import dataclass
 
-from raydist.models.server import ModelServerError, ServerProcess, free_port, port_is_free
+from raydist.models.process import ModelServerError, ServerProcess, free_port, port_is_free
 
 logger = logging.getLogger("raydist.models.supervisor")
 

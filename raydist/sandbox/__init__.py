@@ -3,14 +3,18 @@
 Public API (docs/architecture.md, ``raydist.sandbox``)::
 
     connect, SandboxUnavailable, owner_label, sweep_orphans       engine
-    Sandbox, Limits, ExecResult                                   container
+    Sandbox                                                       container
+    Limits                                                        limits
+    ExecResult                                                    command
     base_image_tag, ensure_base_image, ensure_instance_image,
     InstanceImage, ImageBuildError, BaseImageMissing              images
 """
-from raydist.sandbox.container import ExecResult, Limits, Sandbox
+from raydist.sandbox.command import ExecResult
+from raydist.sandbox.container import Sandbox
 from raydist.sandbox.engine import SandboxUnavailable, connect, owner_label, sweep_orphans
 from raydist.sandbox.images import (BaseImageMissing, ImageBuildError, InstanceImage,
                                     base_image_tag, ensure_base_image, ensure_instance_image)
+from raydist.sandbox.limits import Limits
 
 __all__ = [
     "BaseImageMissing", "ExecResult", "ImageBuildError", "InstanceImage", "Limits", "Sandbox",

@@ -36,7 +36,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
 import docker
 from docker.errors import APIError, NotFound
@@ -44,45 +43,9 @@ from docker.types import DriverConfig, Mount, Ulimit
 from docker.utils import parse_bytes
 
 from raydist.sandbox.archive import pack_files, unpack_single
+from raydist.sandbox.command import HOST_SLACK, KILL_GRACE, LOG_DIR, LOG_SIZE, TIMEOUT_CODES, ExecResult, wrapped_command
 from raydist.sandbox.engine import OWNER_LABEL, owner_label
-
-# Grace between SIGTERM and SIGKILL inside the container, and extra host-side slack before the
-# host gives up on the exec stream; both in seconds.
-KILL_GRACE = 5.0
-HOST_SLACK = 15.0
-TIMEOUT_CODES = (124, 137)  # coreutils `timeout`: TERM sent -> 124, KILL sent -> 128 + 9
-# `timeout` runs the command in a process group of its own and signals that group when the
-# limit is reached. Processes the command left in the background would outlive it, so once
-# `timeout` returns, whatever remains of its group is killed too (repeatedly: a fork loop may
-# still be spawning). `$0` is the user's command. Its stderr joins stdout in the shell, so the
-# output keeps the order in which the command wrote it (Docker's two streams would not).
-# A process that left the group (setsid, a daemon) is killed as well: after the command every
-# process but the init, the keep-alive `sleep` and this wrapper goes, with bash builtins only
-# (a fork bomb that fills the PID limit leaves no room for a `pkill`).
-_SWEEP = (
-    "n=0; while [ $n -lt 100 ]; do left=0; for d in /proc/[0-9]*; do q=${{d#/proc/}}; "
-    'case " 1 {keep} $$ " in *" $q "*) ;; *) kill -9 $q 2>/dev/null && left=1;; esac; done; '
-    "[ $left = 0 ] && break; n=$((n+1)); done; "
-)
-# Bash's own notice of a job killed by a signal ("Killed", naming this wrapper) is silenced:
-# the exit code says it.
-_WRAPPER = (
-    "mkdir -p {dir} 2>/dev/null; rm -f {dir}/*.out 2>/dev/null; o={log}; "
-    "{{ : > $o; }} 2>/dev/null || o=/dev/stdout; "
-    'timeout -k {grace} {limit} bash -lc "$0" > $o 2>&1 & p=$!; {{ wait $p; }} 2>/dev/null; rc=$?; '
-    "n=0; while kill -9 -- -$p 2>/dev/null && [ $((n+=1)) -lt 1000 ]; do :; done; "
-    "{sweep}"
-    '[ "$o" = /dev/stdout ] || cat $o; printf %s {marker}; exit $rc'
-)
-# The output also lands in a file, and the stream ends with a marker: Docker sometimes drops
-# the attached output of a short exec (moby/moby#27289, docker/docker-py#2042), and a stream
-# without its marker is then replaced by the file, read through the archive API. The file
-# lives in a volume of its own, so a command that fills /tmp or /testbed does not cost its
-# own output (nor that of every later command); were the file not writable at all, the
-# output goes straight to the stream.
-LOG_DIR = "/run/raydist"
-LOG_SIZE = 64 << 20  # bytes of one command's output the file keeps
-
+from raydist.sandbox.limits import Limits
 
 # Capabilities a root process in a sandbox keeps (the bounding set of every process in it):
 # enough to chown/chmod files of other owners, signal and switch to other ids (a harness that
@@ -91,55 +54,6 @@ LOG_SIZE = 64 << 20  # bytes of one command's output the file keeps
 # effective capability at all.
 CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID")
 TESTBED = "/testbed"
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Resource limits of one sandbox (see the module docstring for what bounds what).
-
-    Sizes are Docker size strings (``"2g"``, ``"512m"``, ``"100m"``):
-
-    * ``cpus``: cores; ``memory``: RAM, no swap beyond it; ``pids``: most processes at once.
-    * ``file_size``: largest file any process may write (RLIMIT_FSIZE, soft = hard).
-    * ``tmp_size``: size of the tmpfs volume at ``/tmp``.
-    * ``testbed_size``: bytes ``/testbed`` may grow beyond the image's content (a tmpfs volume
-      filled from the image at creation); ``None`` leaves ``/testbed`` in the container's
-      writable layer, which image builds need, since they commit it.
-    """
-
-    cpus: float = 1.0
-    memory: str = "2g"
-    pids: int = 512
-    file_size: str = "1g"
-    tmp_size: str = "512m"
-    testbed_size: str | None = "1g"
-
-    def __post_init__(self) -> None:
-        for name in ("memory", "file_size", "tmp_size", "testbed_size"):
-            value = getattr(self, name)
-            if value is None and name == "testbed_size":
-                continue
-            try:
-                ok = parse_bytes(value) > 0
-            except (docker.errors.DockerException, TypeError, ValueError):
-                ok = False
-            if not ok:
-                raise ValueError(f"sandbox limit {name}={value!r} is not a positive Docker size "
-                                 "such as '512m' or '2g'; fix sandbox.limits")
-        if self.cpus <= 0 or self.pids <= 0:
-            raise ValueError(f"sandbox limits cpus={self.cpus!r} and pids={self.pids!r} must be "
-                             "positive; fix sandbox.limits")
-
-
-@dataclass(frozen=True)
-class ExecResult:
-    """Outcome of one command: merged stdout/stderr text, exit code, whether the timeout
-    fired, and wall time in seconds."""
-
-    output: str
-    returncode: int
-    timed_out: bool
-    seconds: float
 
 
 def _container_name(hint: str | None) -> str:
@@ -320,11 +234,7 @@ class Sandbox:
         """
         if timeout <= 0:
             raise ValueError(f"exec timeout must be positive seconds, got {timeout!r}")
-        nonce = secrets.token_hex(8)
-        log, marker = f"{LOG_DIR}/{nonce}.out", f"__raydist_end_{nonce}__"
-        sweep = "" if self._keepalive is None else _SWEEP.format(keep=self._keepalive)
-        argv = ["bash", "-c", _WRAPPER.format(sweep=sweep, dir=LOG_DIR, grace=f"{KILL_GRACE:g}",
-                                              limit=f"{timeout:g}", log=log, marker=marker), command]
+        argv, log, marker = wrapped_command(command, timeout, self._keepalive)
         api = self.client.api
         exec_id = api.exec_create(
             self.container.id, argv, workdir=cwd, environment=dict(env or {})

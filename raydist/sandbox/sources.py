@@ -6,14 +6,11 @@ host, from PyPI (or pip's configured index) and handed to the build as files.
 from __future__ import annotations
 
 import fcntl
-import hashlib
-import json
 import os
 import re
 import subprocess
 import sys
 import tarfile
-import tempfile
 import tomllib
 import zipfile
 from contextlib import contextmanager
@@ -22,6 +19,8 @@ from urllib.parse import urljoin
 
 import requests
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from raydist._util import file_sha256, stable_hash, temporary_beside
 
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"  # PEP 691
 DEFAULT_BUILD_REQUIRES = ("setuptools>=40.8.0", "wheel")  # PEP 517's fallback backend
@@ -42,15 +41,6 @@ def file_lock(path: Path):
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def sha256_of(path: Path) -> str:
-    """Hex sha256 of the file at ``path``."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _index_url() -> str:
@@ -88,19 +78,19 @@ def fetch_sdist(sdist, cache_dir: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     if sdist.filename and (folder / sdist.filename).is_file():
         cached = folder / sdist.filename
-        if sha256_of(cached) == sdist.sha256:
+        if file_sha256(cached) == sdist.sha256:
             return cached
     url, filename = _sdist_url(sdist)
     target = folder / filename
-    with tempfile.NamedTemporaryFile(dir=folder, delete=False) as tmp:
+    with temporary_beside(target) as (handle, tmp):
         with requests.get(url, stream=True, timeout=60) as resp:
             resp.raise_for_status()
             for chunk in resp.iter_content(1 << 20):
-                tmp.write(chunk)
-    if sha256_of(Path(tmp.name)) != sdist.sha256:
-        os.unlink(tmp.name)
-        raise SourceError(f"{url} does not match sha256 {sdist.sha256}")
-    os.replace(tmp.name, target)
+                handle.write(chunk)
+        handle.flush()
+        if file_sha256(tmp) != sdist.sha256:
+            raise SourceError(f"{url} does not match sha256 {sdist.sha256}")
+        os.replace(tmp, target)
     return target
 
 
@@ -133,9 +123,7 @@ def build_requires(source_root: Path) -> tuple[str, ...]:
 
 def wheelhouse_key(install: tuple[str, ...], build: tuple[str, ...], python: str) -> str:
     """16 hex chars naming the wheelhouse of one set of requirements."""
-    text = json.dumps({"install": list(install), "build": list(build), "python": python},
-                      sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return stable_hash({"install": list(install), "build": list(build), "python": python})
 
 
 def build_wheelhouse(install: tuple[str, ...], build: tuple[str, ...], python: str,

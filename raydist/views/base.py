@@ -3,8 +3,8 @@
 A view (SchrodingerRepo §III-A) is an evaluation-time presentation of one task that is
 semantically equivalent to the canonical repository: its problem statement, the files
 whose content differs from the original, and a translator between the agent's
-coordinates and the original ones. Levels are pure functions that refine a view; they
-are registered by name here and composed with ``+`` (``L1+L3``).
+coordinates and the original ones. Levels are pure functions that refine a view; they are
+listed by name in ``raydist.views.levels`` and composed with ``+`` (``L1+L3``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 #: ``(path, text) -> text``: how one level presents a file whose original is ``text``.
@@ -199,116 +198,3 @@ class View:
     def with_file_renderer(self, render: FileRenderer) -> View:
         """A copy with ``render`` appended to the per-file presentations."""
         return replace(self, renderers=(*self.renderers, render))
-
-
-class _Instance(Protocol):
-    instance_id: str
-    problem_statement: str
-    patch: str
-    test_patch: str
-
-
-#: ``(view, instance, repo, seed, options, prepared) -> view``
-LevelFn = Callable[[View, _Instance, RepoFiles, int, ViewOptions, Prepared], View]
-
-_LEVELS: dict[str, LevelFn] = {}
-_ORDER: dict[str, int] = {}
-#: Names that stand for a composition: ``full`` is every level of SchrodingerRepo §III at once.
-ALIASES = {"full": ("L1", "L2", "L3", "L4")}
-
-
-def register_level(name: str, order: int) -> Callable[[LevelFn], LevelFn]:
-    """Decorator registering a level function under ``name`` (e.g. ``"L3"``).
-
-    ``order`` fixes where the level applies in a composition, whatever order the user writes:
-    the statement first (L1), then file content (L4 rewrites the original functions, L3
-    reorders the result), then names (L2 translates whatever the others produced).
-    Raises ValueError when ``name`` contains ``+``, is an alias or is already registered.
-    """
-    if not name or "+" in name or name in ALIASES:
-        raise ValueError(f"level name {name!r} must be non-empty, must not contain '+' and must not be an alias")
-
-    def register(fn: LevelFn) -> LevelFn:
-        if name in _LEVELS and _LEVELS[name] is not fn:
-            raise ValueError(f"level {name!r} is already registered by {_LEVELS[name].__module__}")
-        _LEVELS[name] = fn
-        _ORDER[name] = order
-        return fn
-
-    return register
-
-
-def known_levels() -> list[str]:
-    """Registered level names, sorted (aliases such as ``full`` are not listed)."""
-    return sorted(_LEVELS)
-
-
-def implemented_levels() -> list[str]:
-    """Every level a launch can name: the registered ones, sorted, then the aliases whose
-    parts are all registered (``full``)."""
-    return known_levels() + [a for a, parts in ALIASES.items() if all(p in _LEVELS for p in parts)]
-
-
-def parse_level(level: str) -> list[str]:
-    """Split a ``+``-joined level spec (aliases expanded) into registered level names, in
-    application order (see ``register_level``).
-
-    Raises ValueError naming an unknown or repeated level and listing the known ones.
-    """
-    if not isinstance(level, str) or not level.strip():
-        raise ValueError(f"level {level!r} is empty; use one of {known_levels()} or a '+' join like 'L1+L3'")
-    names = [n for part in level.split("+") for n in ALIASES.get(part.strip(), (part.strip(),))]
-    for name in names:
-        if name not in _LEVELS:
-            raise ValueError(f"unknown level {name!r} in {level!r}; known levels: {', '.join(implemented_levels())}")
-    repeated = sorted({n for n in names if names.count(n) > 1})
-    if repeated:
-        raise ValueError(f"level {level!r} repeats {', '.join(repeated)}; name each level once")
-    return sorted(names, key=lambda n: _ORDER[n])
-
-
-def levels_needing(level: str) -> set[str]:
-    """The levels of ``level`` that need ``Prepared`` inputs: ``{"L1", "L4"}`` or a subset."""
-    return {n for n in parse_level(level) if n in ("L1", "L4")}
-
-
-def _check_instance(instance: Any) -> None:
-    missing = [a for a in ("instance_id", "problem_statement", "patch", "test_patch") if not hasattr(instance, a)]
-    if missing:
-        raise TypeError(f"build_view: instance {instance!r} lacks {', '.join(missing)}; pass a raydist.tasks.Instance")
-
-
-def build_view(
-    instance: _Instance, repo: RepoFiles, level: str, seed: int, options: ViewOptions | None = None,
-    prepared: Prepared | None = None,
-) -> View:
-    """Build the view of ``instance`` at ``level`` (``L0``, ``L3``, ``L1+L3``, ``full``...) for ``seed``.
-
-    Levels apply in their registered order (``register_level``), each refining the previous
-    view. The result's ``files`` keeps only paths whose view content differs from ``repo``.
-    Same inputs give an equal view (SchrodingerRepo §III-A: the mapping is seeded). L1 and L4
-    read ``prepared`` (``raydist.cluster.prepare``). Every view carries the repository's identity
-    tokens for the exposure audit (``View.identity``). Raises ValueError on an unknown level,
-    ``MissingPreparation`` when L1/L4 lack their prepared inputs, TypeError on a non-integer
-    seed or an instance without the task fields.
-    """
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise TypeError(f"build_view: seed must be an int, got {seed!r}")
-    _check_instance(instance)
-    from raydist.views.audit import identity_tokens  # the audit reads views' RepoFiles: imported late
-
-    names = parse_level(level)
-    opts = options or ViewOptions()
-    ready = prepared or Prepared()
-    view = View(
-        instance_id=instance.instance_id,
-        level=level,
-        seed=seed,
-        problem_statement=instance.problem_statement,
-        files={},
-        identity=identity_tokens(repo, instance),
-    )
-    for name in names:
-        view = _LEVELS[name](view, instance, repo, seed, opts, ready)
-    changed = {p: t for p, t in sorted(view.files.items()) if repo.read(p) != t}
-    return replace(view, files=MappingProxyType(changed))

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from raydist.views.base import Prepared, RepoFiles, View, ViewOptions, register_level
+from raydist.views.base import Prepared, RepoFiles, View, ViewOptions
 
 
-@register_level("L0", order=0)
 def canonical(view: View, instance: object, repo: RepoFiles, seed: int, options: ViewOptions, prepared: Prepared) -> View:
     """Return ``view`` unchanged: L0 is the baseline every other level is compared to.
 

@@ -1,5 +1,5 @@
 """The loop <-> list-comprehension pass of Level 4 (SchrodingerRepo §III-E): when and why it
-is safe is documented in ``raydist.views.l4_rewrite``."""
+is safe is documented in ``raydist.views.l4.rewrite``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections import Counter
 
 import libcst as cst
 
-from raydist.views.l4_passes import (_ANY, _ATOMS, _SCOPES, _nested_scope_names, _Pass, _stored, code_of,
+from raydist.views.l4._passes import (_ANY, _ATOMS, _SCOPES, _nested_scope_names, _Pass, _stored, code_of,
                                      names_in)
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from raydist.views.l2_mapping import NameMapping
+from raydist.views.l2.mapping import NameMapping
 
 _TOKENS = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|[A-Za-z0-9_]+")
 _ESCAPES = frozenset("abfnrtv")
@@ -77,7 +77,7 @@ class NamespaceTranslator:
         Paths, dotted modules, quoted code (``python -c '...'``), sed expressions, grep
         patterns and heredoc bodies change wherever a virtual name stands. Command heads
         (``grep``, ``python``, ``sed``...) never change: no virtual word is a command name
-        (``l2_names.COMMAND_WORDS``). File text translates the same way, so
+        (``raydist.views.vocabulary.COMMAND_WORDS``). File text translates the same way, so
         ``to_original(render_file(p, t)) == t``.
         """
         return _rewrite(command, self.mapping.backward)[0] if self.mapping.backward else command

@@ -1,7 +1,7 @@
 """The transformations of Level 4 (SchrodingerRepo §III-E), each a libcst pass over one
-function body that changes its form, never its behaviour; ``raydist.views.l4_rewrite``
+function body that changes its form, never its behaviour; ``raydist.views.l4.rewrite``
 chooses, orders and checks them. What each pass does and when it is safe is documented in
-``l4_rewrite``'s module docstring.
+``raydist.views.l4.rewrite``'s module docstring.
 """
 
 from __future__ import annotations

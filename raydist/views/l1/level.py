@@ -2,7 +2,7 @@
 
 The agent is shown a paraphrase of the problem statement that an LLM verifier judged to
 preserve the bug description, the requirements and the success criteria, with every
-identifier, path and code block verbatim (``raydist.views.l1_statement``). The paraphrase
+identifier, path and code block verbatim (``raydist.views.l1.statement``). The paraphrase
 needs an LLM, so it is computed before the view is built (``raydist.cluster.prepare``) and
 handed in as ``Prepared.statement``; when no attempt passed the verifier the canonical
 statement is shown and the view records it.
@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from raydist.views.base import MissingPreparation, Prepared, RepoFiles, View, ViewOptions, register_level
+from raydist.views.base import MissingPreparation, Prepared, RepoFiles, View, ViewOptions
 
 
-@register_level("L1", order=10)
 def statement_level(view: View, instance: object, repo: RepoFiles, seed: int, options: ViewOptions,
                     prepared: Prepared) -> View:
     """Show ``prepared.statement`` in place of the canonical problem statement.

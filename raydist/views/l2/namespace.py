@@ -8,7 +8,7 @@ contents to virtual ones. The problem statement is shown translated, and ``rende
 presents a file's text in virtual names, so a scripted agent that writes
 ``translator.to_original(render_file(p, t))`` writes ``t``.
 
-What is remapped (``plan_names``): the internal identifiers of ``l2_names.extract_names``,
+What is remapped (``plan_names``): the internal identifiers of ``names.extract_names``,
 plus every identity token of the repository (``raydist.views.audit.identity_tokens``: the
 distribution and top-level package, the project URL's owner and name, the README title,
 distinctive public names) that extraction left out for a reason that cannot change what
@@ -25,10 +25,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from raydist.views.audit import STRONG_KINDS, IdentitySet, identity_tokens
-from raydist.views.base import IDENTITY, FileRenderer, Prepared, RepoFiles, View, ViewOptions, register_level
-from raydist.views.l2_mapping import NameMapping, build_mapping, with_case_variants
-from raydist.views.l2_names import BUILTINS, COMMAND_WORDS, KEYWORDS, STDLIB, extract_names, is_reserved
-from raydist.views.translator import NamespaceTranslator
+from raydist.views.base import IDENTITY, FileRenderer, Prepared, RepoFiles, View, ViewOptions
+from raydist.views.l2.mapping import NameMapping, build_mapping, with_case_variants
+from raydist.views.l2.names import extract_names, is_reserved
+from raydist.views.vocabulary import BUILTINS, COMMAND_WORDS, KEYWORDS, STDLIB
+from raydist.views.l2.translator import NamespaceTranslator
 
 #: Exclusions of ``extract_names`` that protect no running code: the physical repository keeps
 #: its names, so remapping such a name only changes what the agent reads. An identity token
@@ -97,7 +98,6 @@ def _mapping(plan: NamePlan, identity: str, seed: int, identity_set: IdentitySet
     return with_case_variants(build_mapping(plan.names, plan.tokens, identity, seed), plan.keep, identity_set)
 
 
-@register_level("L2", order=40)
 def namespace_level(view: View, instance: object, repo: RepoFiles, seed: int, options: ViewOptions, prepared: Prepared) -> View:
     """Apply L2 to ``view``: translate the statement, install the translator (§III-C, §III-F).
 

@@ -38,8 +38,8 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from raydist.views.l4_loops import LoopsPass, visible_names
-from raydist.views.l4_passes import (PASSES, _alias, _Augment, _int_locals, _Invert, _rename, _Swap, code_of,
+from raydist.views.l4._loops import LoopsPass, visible_names
+from raydist.views.l4._passes import (PASSES, _alias, _Augment, _int_locals, _Invert, _rename, _Swap, code_of,
                                      is_dynamic, names_in)
 
 

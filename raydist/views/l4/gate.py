@@ -2,7 +2,7 @@
 §III-E, §III-F).
 
 ``check_answer`` takes the function from the answer's first ```python block, splices it into
-the module in place of the original (``raydist.views.l4_splice``) and accepts it only when
+the module in place of the original (``raydist.views.l4.splice``) and accepts it only when
 the new module compiles, ``same_interface`` holds and the body's AST differs. Behaviour is
 left to the test gate (§III-F: PASS_TO_PASS pass, FAIL_TO_PASS still fail).
 
@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from raydist.views.l4_rewrite import same_interface
-from raydist.views.l4_splice import (as_module, candidate_text, find_function, shown_function, source_lines,
+from raydist.views.l4.rewrite import same_interface
+from raydist.views.l4.splice import (as_module, candidate_text, find_function, shown_function, source_lines,
                                      splice_function)
 
 REASONS = (

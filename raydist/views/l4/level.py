@@ -3,7 +3,7 @@
 The functions that enclose the gold patch's hunks are shown rewritten: by an LLM whose
 rewrite passed the static gate (same name, signature, decorators) and the test gate in the
 instance container (PASS_TO_PASS all pass, FAIL_TO_PASS still fail), else by the
-deterministic libcst rewriter (``raydist.views.l4_rewrite``) whose output passed the same
+deterministic libcst rewriter (``raydist.views.l4.rewrite``) whose output passed the same
 gate. Both need Docker and possibly an LLM, so the files are computed before the view is
 built (``raydist.cluster.prepare``) and handed in as ``Prepared.rewrites``.
 
@@ -17,10 +17,9 @@ from __future__ import annotations
 from dataclasses import replace
 from types import MappingProxyType
 
-from raydist.views.base import MissingPreparation, Prepared, RepoFiles, View, ViewOptions, register_level
+from raydist.views.base import MissingPreparation, Prepared, RepoFiles, View, ViewOptions
 
 
-@register_level("L4", order=20)
 def rewrite_level(view: View, instance: object, repo: RepoFiles, seed: int, options: ViewOptions,
                   prepared: Prepared) -> View:
     """Put ``prepared.rewrites`` (path -> rewritten original text) into the view's files.

@@ -16,23 +16,16 @@ from __future__ import annotations
 
 import hashlib
 import random
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from raydist.views.l2_names import BUILTINS, COMMAND_WORDS, KEYWORDS, STDLIB
+from raydist.views.vocabulary import BUILTINS, COMMAND_WORDS, KEYWORDS, STDLIB, SUBWORD, split_subwords
 
-SUBWORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 KEPT_SUBWORDS = frozenset({"test", "tests", "setup", "teardown", "conftest", "fixture", "fixtures", "up", "down"})
 _ONSETS = "b d f g k l m n p r s t v z".split() + ["br", "dr", "gl", "kr", "pl", "st", "tr"]
 _VOWELS = "a e i o u".split()
 _CODAS = ["", "", "", "n", "l", "r", "s", "k"]
 _MAX_DRAWS = 1000
-
-
-def split_subwords(name: str) -> list[str]:
-    """The subwords of ``name`` in order: letters split at ``_`` and case changes, digit runs apart."""
-    return SUBWORD.findall(name)
 
 
 def _case_like(word: str, model: str) -> str:

@@ -2,10 +2,10 @@
 
 In each target file every maximal run of consecutive top-level ``def``/``class``
 statements, and every such run inside a class body, is permuted to a seeded random
-topological order of its definition-time dependency graph (``l3_deps``), drawn uniformly
-(``l3_sample``). Every other statement is an anchor and never moves, so the overlay runs
+topological order of its definition-time dependency graph (``deps``), drawn uniformly
+(``sample``). Every other statement is an anchor and never moves, so the overlay runs
 exactly like the original: each name a definition reads while being defined is bound to
-the same object as before, and (``l3_pins``) every definition that is not known to be
+the same object as before, and (``pins``) every definition that is not known to be
 order-free (a registering decorator such as ``@app.route``, a class whose creation runs
 code, a pytest test) keeps its order relative to the other such definitions of its run.
 Overload groups and property accessors move as one block.
@@ -25,8 +25,8 @@ from types import MappingProxyType
 
 import libcst as cst
 
-from raydist.views.base import Prepared, FileRenderer, RepoFiles, View, ViewOptions, register_level
-from raydist.views.l3_deps import (
+from raydist.views.base import Prepared, FileRenderer, RepoFiles, View, ViewOptions
+from raydist.views.l3.deps import (
     Definition,
     call_closure,
     definition_reads,
@@ -34,8 +34,8 @@ from raydist.views.l3_deps import (
     module_call_reads,
     run_edges,
 )
-from raydist.views.l3_pins import chain_edges, class_bindings, groups, module_pinning, namespace_metaclass, pytest_collected
-from raydist.views.l3_sample import sample_linear_extension
+from raydist.views.l3.pins import chain_edges, class_bindings, groups, module_pinning, namespace_metaclass, pytest_collected
+from raydist.views.l3.sample import sample_linear_extension
 from raydist.views.recover import patched_paths
 
 
@@ -162,8 +162,8 @@ def definition_graphs(source: str) -> list[tuple[list[str], list[tuple[int, int]
     """The graph of every run of two or more definitions in ``source``: ``(names, edges)``.
 
     One node per block that moves as one (a definition, or an overload or property group,
-    named by its shared name), in original order; ``edges`` as in ``l3_deps.run_edges``
-    plus the chain that keeps pinned blocks in order (``l3_pins``). A class body's run is
+    named by its shared name), in original order; ``edges`` as in ``deps.run_edges``
+    plus the chain that keeps pinned blocks in order (``pins``). A class body's run is
     listed before the run holding the class. Raises ``libcst.ParserSyntaxError``.
     """
     return _reorder_module(source, random.Random(0))[1].graphs
@@ -173,7 +173,7 @@ def pinned_definitions(source: str) -> list[tuple[str, str]]:
     """``(qualified name, reason)`` of every definition of ``source`` that L3 keeps in order.
 
     Names are dotted within the file (``Class.method``), in source order (a class before its
-    members); reasons are the ``l3_pins`` tokens (``decorator: app.route``, ``base: Model``,
+    members); reasons are the ``pins`` tokens (``decorator: app.route``, ``base: Model``,
     ``class_body: call: print``, ``pytest_order``...). Raises ``libcst.ParserSyntaxError``.
     """
     return _reorder_module(source, random.Random(0))[1].pinned
@@ -200,14 +200,13 @@ def _try_reorder(text: str, instance_id: str, path: str, seed: int) -> tuple[str
     return new, reorderer.pinned, None
 
 
-@register_level("L3", order=30)
 def reorder_level(view: View, instance: object, repo: RepoFiles, seed: int, options: ViewOptions, prepared: Prepared) -> View:
     """Apply L3 to ``view``: reorder the target files' definitions (SchrodingerRepo §III-D).
 
     Records ``meta["l3_files"]`` (targets present in the repo), ``meta["l3_reordered"]``
     (those whose text changed), ``meta["l3_skipped"]`` (path -> reason: not UTF-8 or
     not parsable by libcst; such files are left unchanged) and ``meta["l3_pinned"]``
-    (path -> ``[[name, reason], ...]`` of the definitions kept in order, see ``l3_pins``;
+    (path -> ``[[name, reason], ...]`` of the definitions kept in order, see ``pins``;
     files without any are left out).
     """
     files: dict[str, str] = dict(view.files)

@@ -12,7 +12,7 @@ FAIL_TO_PASS still fail. This module is the model's half, before that test gate:
 2. ``complete`` (injected; the only place a model is reached) answers in at most ``max_tokens``,
    under ``rewrite_grammar`` where the server takes a grammar: the function's decorators,
    signature and docstring verbatim, then only its body.
-3. ``check_answer`` (``raydist.views.l4_gate``) splices the answer's function into the module
+3. ``check_answer`` (``raydist.views.l4.gate``) splices the answer's function into the module
    and accepts it only when the new module compiles, the interface is the same and the body
    differs; a rejected ``Proposal`` says why (``REASONS``).
 
@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import ast
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from raydist._util.protocols import Complete
 from raydist.prompts import DEFAULT_PROMPTS_DIR, read_templates, render
-from raydist.views.l4_gate import REASONS, Proposal, check_answer
-from raydist.views.l4_splice import shown_function, source_lines
+from raydist.views.l4.gate import REASONS, Proposal, check_answer
+from raydist.views.l4.splice import shown_function, source_lines
 
 __all__ = [
     "CODE_BLOCK_GRAMMAR", "DEFAULT_PROMPTS_DIR", "REASONS", "Complete", "L4Prompts", "Proposal", "check_answer",
@@ -49,12 +49,6 @@ CODE_BLOCK_GRAMMAR = 'root ::= "```python\\n" line+ "```"\nline ::= ( [^`\\n] [^
 """GBNF for exactly one ```python block and nothing after it: no line of the code starts with a
 backtick, so only the closing fence can end it."""
 _GBNF_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-Complete = Callable[..., str]
-"""``complete(messages: list[dict], *, seed: int, max_tokens: int, grammar: str | None) -> str``:
-the model's answer to chat ``messages``; may ignore ``grammar`` (GBNF) on servers without one;
-raises on failure."""
-
 
 @dataclass(frozen=True)
 class L4Prompts:

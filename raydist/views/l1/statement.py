@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from raydist.prompts import read_templates, render
-from raydist.views.l1_spans import missing_spans, normalise, protected_spans
+from raydist.views.l1._spans import missing_spans, normalise, protected_spans
 from raydist._util.protocols import Complete
 
 __all__ = [

@@ -4,7 +4,7 @@ The function is shown dedented to column 0 (``shown_function``); a candidate wri
 column is shifted back to the original's column (``splice_function``) and put in place of the
 original with libcst, so every byte outside the function's lines (decorators to last statement,
 as ``ast`` counts them) is unchanged, including the comments and blank lines around it.
-Used by ``raydist.views.l4_llm`` (SchrodingerRepo §III-E).
+Used by ``raydist.views.l4.llm`` (SchrodingerRepo §III-E).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import textwrap
 
 import libcst as cst
 
-from raydist.views.l4_rewrite import _functions
+from raydist.views.l4.rewrite import _functions
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")  # lines as ast numbers them
 

@@ -1,0 +1,70 @@
+"""How one command runs in a sandbox: under coreutils ``timeout`` in a process group of its own,
+its leftovers killed after it, its output kept in a file as well as streamed (Docker may drop
+the attached output of a short exec), and the stream ended by a marker that tells the two apart.
+``raydist.sandbox.container.Sandbox.exec`` runs what ``wrapped_command`` builds.
+"""
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+
+# Grace between SIGTERM and SIGKILL inside the container, and extra host-side slack before the
+# host gives up on the exec stream; both in seconds.
+KILL_GRACE = 5.0
+HOST_SLACK = 15.0
+TIMEOUT_CODES = (124, 137)  # coreutils `timeout`: TERM sent -> 124, KILL sent -> 128 + 9
+# `timeout` runs the command in a process group of its own and signals that group when the
+# limit is reached. Processes the command left in the background would outlive it, so once
+# `timeout` returns, whatever remains of its group is killed too (repeatedly: a fork loop may
+# still be spawning). `$0` is the user's command. Its stderr joins stdout in the shell, so the
+# output keeps the order in which the command wrote it (Docker's two streams would not).
+# A process that left the group (setsid, a daemon) is killed as well: after the command every
+# process but the init, the keep-alive `sleep` and this wrapper goes, with bash builtins only
+# (a fork bomb that fills the PID limit leaves no room for a `pkill`).
+_SWEEP = (
+    "n=0; while [ $n -lt 100 ]; do left=0; for d in /proc/[0-9]*; do q=${{d#/proc/}}; "
+    'case " 1 {keep} $$ " in *" $q "*) ;; *) kill -9 $q 2>/dev/null && left=1;; esac; done; '
+    "[ $left = 0 ] && break; n=$((n+1)); done; "
+)
+# Bash's own notice of a job killed by a signal ("Killed", naming this wrapper) is silenced:
+# the exit code says it.
+_WRAPPER = (
+    "mkdir -p {dir} 2>/dev/null; rm -f {dir}/*.out 2>/dev/null; o={log}; "
+    "{{ : > $o; }} 2>/dev/null || o=/dev/stdout; "
+    'timeout -k {grace} {limit} bash -lc "$0" > $o 2>&1 & p=$!; {{ wait $p; }} 2>/dev/null; rc=$?; '
+    "n=0; while kill -9 -- -$p 2>/dev/null && [ $((n+=1)) -lt 1000 ]; do :; done; "
+    "{sweep}"
+    '[ "$o" = /dev/stdout ] || cat $o; printf %s {marker}; exit $rc'
+)
+# The output also lands in a file, and the stream ends with a marker: Docker sometimes drops
+# the attached output of a short exec (moby/moby#27289, docker/docker-py#2042), and a stream
+# without its marker is then replaced by the file, read through the archive API. The file
+# lives in a volume of its own, so a command that fills /tmp or /testbed does not cost its
+# own output (nor that of every later command); were the file not writable at all, the
+# output goes straight to the stream.
+LOG_DIR = "/run/raydist"
+LOG_SIZE = 64 << 20  # bytes of one command's output the file keeps
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """Outcome of one command: merged stdout/stderr text, exit code, whether the timeout
+    fired, and wall time in seconds."""
+
+    output: str
+    returncode: int
+    timed_out: bool
+    seconds: float
+
+
+def wrapped_command(command: str, timeout: float, keepalive: int | None) -> tuple[list[str], str, str]:
+    """``(argv, log, marker)``: the exec argv that runs ``command`` with ``bash -lc`` under a
+    ``timeout``-second limit, the file (under ``LOG_DIR``) its output is also written to, and
+    the marker that ends a complete stream. ``keepalive``: the container's keep-alive PID, which
+    the sweep of leftover processes spares; None sweeps nothing."""
+    nonce = secrets.token_hex(8)
+    log, marker = f"{LOG_DIR}/{nonce}.out", f"__raydist_end_{nonce}__"
+    sweep = "" if keepalive is None else _SWEEP.format(keep=keepalive)
+    script = _WRAPPER.format(sweep=sweep, dir=LOG_DIR, grace=f"{KILL_GRACE:g}", limit=f"{timeout:g}", log=log,
+                             marker=marker)
+    return ["bash", "-c", script, command], log, marker
