@@ -200,3 +200,40 @@ def test_importing_pure_logic_loads_neither_ray_nor_docker(module):
     out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+# --- docs/architecture.md says where Ray and Docker are called; the code must agree ---------
+
+
+def importers_of(root: Path, package: str, library: str) -> set[str]:
+    """Files (``raydist/...py``, relative to ``root``) that import ``library`` anywhere."""
+    found = set()
+    for module, path in module_names(root, package).items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if any(n.split(".")[0] == library for node in ast.walk(tree)
+               for n in _imported(node, module, path.name == "__init__.py")):
+            found.add(path.relative_to(root).as_posix())
+    return found
+
+
+def documented_importers(text: str, library: str) -> set[str]:
+    """The backticked ``raydist/...py`` paths of the paragraph "<library> is imported by: ..."."""
+    import re
+
+    start = text.index(f"{library} is imported by:")
+    paragraph = text[start:text.index("\n\n", start)]
+    return set(re.findall(r"`(raydist/[\w/]+\.py)`", paragraph))
+
+
+def test_a_module_that_starts_importing_docker_is_found(tmp_path):
+    root = _tree(tmp_path, {"pkg/__init__.py": "", "pkg/a.py": "def f():\n    import docker.errors\n",
+                            "pkg/b.py": "import json\n"})
+    assert importers_of(root, "pkg", "docker") == {"pkg/a.py"}
+    assert documented_importers("Docker is imported by: `raydist/x/y.py` and `raydist/z.py`.\n\nnext",
+                                "Docker") == {"raydist/x/y.py", "raydist/z.py"}
+
+
+@pytest.mark.parametrize("library", ["ray", "docker"])
+def test_architecture_doc_names_every_module_that_imports_ray_and_docker(library):
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert documented_importers(text, library.capitalize()) == importers_of(ROOT, "raydist", library)
