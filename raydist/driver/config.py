@@ -89,7 +89,7 @@ class SandboxConfig:
     docker_host: Optional[str] = None
     """Docker daemon URL; null: DOCKER_HOST or the local socket."""
     base_image: Optional[str] = None
-    """Base image tag; null: the tag launch/base_image.sh builds."""
+    """Base image tag; null: the tag raydist/sandbox/base_image.sh builds."""
     network: str = "none"
     """Docker network of agent containers (``none``: no network)."""
     limits: LimitsConfig = field(default_factory=LimitsConfig)
