@@ -9,6 +9,7 @@ import time
 from dataclasses import asdict, fields
 from pathlib import Path
 
+import pytest
 import yaml
 from hydra import compose, initialize_config_dir
 
@@ -70,6 +71,24 @@ def test_an_unknown_key_is_refused_with_the_keys_allowed_there():
     assert problem.startswith("config key sandbox.limits.swap: ")
     assert problem.endswith("allowed keys there: cpus, memory, pids, file_size, tmp_size, testbed_size")
     assert allowed_keys("") == [f.name for f in fields(raydist.driver.config.LaunchConfig)]
+
+
+def test_a_key_added_with_plus_that_no_schema_has_is_refused_naming_it():
+    # Hydra's ``+`` adds keys the schema lacks and a merge with the schema keeps them.
+    assert preflight(["+levls=[L1]"]) == ("config key levls: not a setting; allowed keys there: agent, model, "
+                                          "levels, seeds, dry_run, gate, view, benchmark, sandbox, cluster, resume, "
+                                          "agents, local_models, data_root, cache_dir, output_root")
+    assert preflight(["+sandbox.limits.gpus=1"]).startswith("config key sandbox.limits.gpus: not a setting; "
+                                                             "allowed keys there: cpus, memory, pids")
+    assert preflight(["+sweep=full_levels"]) is None
+    assert preflight(["+local_models.mine={command:[serve]}"]) is None  # an open table of models
+
+
+@pytest.mark.parametrize("seeds", ["abc", "[0,-1]", "[]", "1.5"])
+def test_seeds_that_are_not_whole_numbers_are_refused_naming_seeds(seeds):
+    problem = preflight([f"seeds={seeds}"])
+    assert problem is not None and problem.startswith("seeds=")
+    assert problem.endswith("give a whole number >= 0 or a list of them, e.g. seeds=[0,1,2]")
 
 
 def test_an_unknown_agent_setting_is_refused_with_the_settings_allowed():

@@ -234,6 +234,7 @@ def check_config(cfg: DictConfig) -> LaunchConfig:
     and every agent entry checked. Raises ``ConfigError`` naming the first bad key."""
     from omegaconf.errors import OmegaConfBaseException
 
+    check_known_keys(cfg)
     try:
         merged = OmegaConf.merge(OmegaConf.structured(LaunchConfig), cfg)
         launch = OmegaConf.to_object(merged)
@@ -245,7 +246,32 @@ def check_config(cfg: DictConfig) -> LaunchConfig:
             raise cause from exc
         raise ConfigError(describe_config_error(exc)) from exc
     check_agents(launch.agents)
+    check_seeds(launch.seeds)
     return launch
+
+
+def check_known_keys(cfg: DictConfig, schema: type = LaunchConfig, path: str = "") -> None:
+    """Every key of ``cfg`` is a field of ``schema``, node by node down the schema's dataclass
+    fields. Hydra lets ``+key=value`` add a key the schema does not have, and a merge with the
+    schema keeps it; a misspelt setting would then be ignored without a word. Raises
+    ``ConfigError`` naming the key and the keys allowed there."""
+    known = {f.name: f.type for f in fields(schema)}
+    for key in cfg.keys():
+        where = f"{path}{key}"
+        if key not in known:
+            raise ConfigError(f"config key {where}: not a setting; allowed keys there: {', '.join(known)}")
+        child = _SCHEMA_NODES.get(known[key] if isinstance(known[key], str) else getattr(known[key], "__name__", ""))
+        if child is not None and isinstance(cfg[key], DictConfig):
+            check_known_keys(cfg[key], child, f"{where}.")
+
+
+def check_seeds(seeds: Any) -> None:
+    """``seeds`` is one whole number >= 0 or a list of them. Raises ``ConfigError`` naming
+    ``seeds`` and the value."""
+    values = list(seeds) if isinstance(seeds, (list, tuple)) else [seeds]
+    bad = [v for v in values if isinstance(v, bool) or not isinstance(v, int) or v < 0]
+    if not values or bad:
+        raise ConfigError(f"seeds={seeds!r}: give a whole number >= 0 or a list of them, e.g. seeds=[0,1,2]")
 
 
 def describe_config_error(exc: Exception) -> str:
