@@ -108,7 +108,7 @@ def test_config_show_composes_the_packaged_config_from_any_directory(tmp_path):
 def test_config_show_of_the_problems_job(tmp_path):
     out = _cli("config", "show", "--problems", "pipeline=generate", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    assert "\npipeline: generate\n" in out.stdout
+    assert "pipeline: generate" in out.stdout.splitlines()  # a top-level key, wherever the schema puts it
 
 
 @pytest.mark.slow
