@@ -92,10 +92,13 @@ def _compiles(func: cst.FunctionDef) -> bool:
     return True
 
 
-class _Target(cst.CSTTransformer):
-    def __init__(self, qualname: str, seed: int, taken: set[str], passes: tuple[str, ...]) -> None:
-        self.qualname, self.seed, self.taken, self.passes = qualname, seed, taken, passes
-        self.stack, self.found = [], 0
+class QualnameTransformer(cst.CSTTransformer):
+    """Calls ``replace(original, updated)`` for each definition of the function ``qualname``
+    (``Class.method`` or ``function``; nested functions are not entered) and puts its result in
+    place; ``found`` counts the definitions replaced so far."""
+
+    def __init__(self, qualname: str) -> None:
+        self.qualname, self.stack, self.found = qualname, [], 0
 
     def visit_ClassDef(self, node) -> bool:
         self.stack.append(node.name.value)
@@ -112,6 +115,18 @@ class _Target(cst.CSTTransformer):
         if ".".join([*self.stack, original.name.value]) != self.qualname:
             return updated
         self.found += 1
+        return self.replace(original, updated)
+
+    def replace(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        raise NotImplementedError
+
+
+class _Target(QualnameTransformer):
+    def __init__(self, qualname: str, seed: int, taken: set[str], passes: tuple[str, ...]) -> None:
+        super().__init__(qualname)
+        self.seed, self.taken, self.passes = seed, taken, passes
+
+    def replace(self, original, updated):
         return _rewrite_function(updated, self.qualname, self.seed * 1000 + self.found, self.taken,
                                  self.passes)
 

@@ -15,7 +15,7 @@ import textwrap
 
 import libcst as cst
 
-from raydist.views.l4.rewrite import _functions
+from raydist.views.l4.rewrite import QualnameTransformer, _functions
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")  # lines as ast numbers them
 
@@ -111,28 +111,15 @@ def _parse_function(text: str) -> cst.FunctionDef:
     return _explicit_indents(node, module.default_indent)
 
 
-class _Replace(cst.CSTTransformer):
+class _Replace(QualnameTransformer):
     """Puts ``new`` in place of function ``qualname``, keeping the original's leading lines
     (comments and blank lines above it) and its body's footer (comments below it)."""
 
     def __init__(self, qualname: str, new: cst.FunctionDef) -> None:
-        self.qualname, self.new, self.stack, self.found = qualname, new, [], 0
+        super().__init__(qualname)
+        self.new = new
 
-    def visit_ClassDef(self, node) -> bool:
-        self.stack.append(node.name.value)
-        return True
-
-    def leave_ClassDef(self, original, updated):
-        self.stack.pop()
-        return updated
-
-    def visit_FunctionDef(self, node) -> bool:
-        return False
-
-    def leave_FunctionDef(self, original, updated):
-        if ".".join([*self.stack, original.name.value]) != self.qualname:
-            return updated
-        self.found += 1
+    def replace(self, original, updated):
         new = self.new.with_changes(leading_lines=original.leading_lines)
         if isinstance(original.body, cst.IndentedBlock) and isinstance(new.body, cst.IndentedBlock):
             new = new.with_changes(body=new.body.with_changes(footer=original.body.footer))
