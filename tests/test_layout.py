@@ -110,6 +110,12 @@ def long_modules(root: Path, package: str, limit: int = MAX_LINES) -> dict[str, 
     return {m: n for m, n in sorted(counts.items()) if n > limit}
 
 
+def imports_anywhere(module: str, path: Path) -> set[str]:
+    """Every dotted name module ``module`` (file ``path``) imports, function bodies included."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {n for node in ast.walk(tree) for n in _imported(node, module, path.name == "__init__.py")}
+
+
 def impure_imports(root: Path, package: str, pure: tuple[str, ...]) -> dict[str, list[str]]:
     """Module of ``pure`` (a module or everything under a package) -> the Ray or Docker
     modules it imports anywhere in its body."""
@@ -117,9 +123,7 @@ def impure_imports(root: Path, package: str, pure: tuple[str, ...]) -> dict[str,
     for module, path in module_names(root, package).items():
         if not any(module == p or module.startswith(p + ".") for p in pure):
             continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        names = sorted({n for node in ast.walk(tree) for n in _imported(node, module, path.name == "__init__.py")
-                        if n.split(".")[0] in IMPURE})
+        names = sorted(n for n in imports_anywhere(module, path) if n.split(".")[0] in IMPURE)
         if names:
             found[module] = names
     return found
@@ -207,13 +211,8 @@ def test_importing_pure_logic_loads_neither_ray_nor_docker(module):
 
 def importers_of(root: Path, package: str, library: str) -> set[str]:
     """Files (``raydist/...py``, relative to ``root``) that import ``library`` anywhere."""
-    found = set()
-    for module, path in module_names(root, package).items():
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        if any(n.split(".")[0] == library for node in ast.walk(tree)
-               for n in _imported(node, module, path.name == "__init__.py")):
-            found.add(path.relative_to(root).as_posix())
-    return found
+    return {path.relative_to(root).as_posix() for module, path in module_names(root, package).items()
+            if any(n.split(".")[0] == library for n in imports_anywhere(module, path))}
 
 
 def documented_importers(text: str, library: str) -> set[str]:
