@@ -122,6 +122,18 @@ def test_leak_count_refuses_a_view_without_identity_tokens():
     assert leak_count(tiny_view(identity=IdentitySet(origins={"calc": "module"})), "cat calc.py") == 1
 
 
+def test_a_rows_exposure_columns_refuse_a_view_without_identity_tokens():
+    # A row's leak and memorisation counts are measured against the view's identity tokens;
+    # without them every count would be 0 by construction.
+    with pytest.raises(ValueError, match=r"no exposure audit for view 'tiny-1': it carries no identity tokens"):
+        exposure_columns(tiny_view(), [])
+    with pytest.raises(ValueError, match=r"no exposure audit for view 'tiny-1'"):
+        exposure_columns(tiny_view(identity=IdentitySet(origins={})), [])
+    columns = exposure_columns(tiny_view(identity=IdentitySet(origins={"calc": "module"})),
+                               [{"leaked_names": ["calc"], "memorised_names": []}])
+    assert (columns["leak_count"], columns["leaked_names"], columns["memorised_count"]) == (1, '["calc"]', 0)
+
+
 def test_settings_refuse_negative_limits():
     with pytest.raises(ValueError, match=r"AgentSettings.step_limit must be >= 0, got -1"):
         AgentSettings(step_limit=-1)

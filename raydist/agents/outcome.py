@@ -87,10 +87,18 @@ def exposure_columns(view, step_records) -> dict:
     identity tokens shown: the statement as shown plus every observation; JSON list),
     ``unmapped_names`` (identity tokens the view leaves visible, ``view_manifest``),
     ``memorised_count``/``memorised_names`` (distinct hidden names the agent typed before
-    being shown them; JSON list) and ``audit`` (the manifest, for ``view_meta``)."""
-    from raydist.agents.environment import exposure_log
-    from raydist.views.audit import view_manifest
+    being shown them; JSON list) and ``audit`` (the manifest, for ``view_meta``).
 
+    Raises ValueError when ``view`` carries no identity tokens (built by hand, not by
+    ``raydist.views.build_view``): its counts would be 0 by construction, not measured."""
+    from raydist.agents.environment import exposure_log
+    from raydist.views.audit import IdentitySet, view_manifest
+
+    identity = getattr(view, "identity", None)
+    if not isinstance(identity, IdentitySet) or len(identity) == 0:
+        raise ValueError(f"no exposure audit for view {getattr(view, 'instance_id', view)!r}: it carries no identity "
+                         "tokens of the original repository, so every count would be 0 unmeasured; build the view "
+                         "with raydist.views.build_view")
     log = exposure_log(view)
     manifest = view_manifest(view, log.identity)
     leaked = set(log.statement).union(*(_names(r, "leaked_names") for r in step_records))
