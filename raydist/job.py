@@ -22,7 +22,8 @@ from raydist.views import ViewOptions
 
 
 class JobError(Exception):
-    """A problem with the configuration or its inputs; the message says what to do."""
+    """A problem with the configuration or its inputs (exit status 2); the message says what
+    to do. A failure of the machine or a service is ``raydist.outcomes.InfrastructureError``."""
 
 
 @dataclass(frozen=True)
@@ -104,8 +105,8 @@ def _plan(cfg: DictConfig, run_dir: Path) -> Job:
     model = str(cfg.model)
     local_models = _container(cfg.local_models)
     local = local_models.get(model)
-    if kind == "llm" and local is None:
-        _check_hosted_model(model)
+    if kind == "llm":
+        _check_model(model, local)
     instances = _load(cfg)
     levels = _unique("levels", _levels(cfg.levels))
     seeds = _unique("seeds", [int(s) for s in ([cfg.seeds] if isinstance(cfg.seeds, int) else cfg.seeds)])
@@ -143,8 +144,8 @@ def _plan(cfg: DictConfig, run_dir: Path) -> Job:
         docker_host=sandbox.docker_host, base_image=sandbox.base_image, network=sandbox.network,
         limits=limits, grading_timeout_s=float(sandbox.grading_timeout_s),
     )
-    if view_local is None and needs_view_model:
-        _check_hosted_model(view_name)
+    if needs_view_model:
+        _check_model(view_name, view_local)
     gate = None
     if bool(cfg.gate) and kind == "llm":
         gate_units, gate_settings = [], {}
@@ -183,12 +184,21 @@ def _unique(name: str, values: list) -> list:
     return values
 
 
-def _check_hosted_model(model: str) -> None:
+def _check_model(model: str, local: Mapping[str, Any] | None) -> None:
+    """A hosted model's name must be one litellm knows; a ``local_models`` entry's
+    ``supervisor`` fails here, named, and not later as a model server that does not start."""
+    if local is not None and not local.get("supervisor"):
+        return  # nothing to check, and no need to import litellm (raydist.models) for it
+    from raydist.cluster.serving import server_arguments
     from raydist.models.endpoint import UnknownModel, check_model_name
+    from raydist.models.process import ModelServerError
 
     try:
-        check_model_name(model)
-    except UnknownModel as exc:
+        if local is None:
+            check_model_name(model)
+        else:
+            server_arguments(model, dict(local))
+    except (UnknownModel, ModelServerError) as exc:
         raise JobError(str(exc)) from exc
 
 
