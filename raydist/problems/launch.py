@@ -13,8 +13,9 @@ Examples::
 Exit status: 0; 1 when items have a failed model call (run again to retry them), or the machine
 or a service failed (Docker unreachable, the base image missing, a full disk:
 ``infrastructure_error``, one line naming it and what to do); 2 for a bad setting or a run
-directory of other settings (one line names it, before anything starts); 130 when interrupted. Under ``--multirun`` a failing job does not stop the next; the process exits
-with the highest status and names the jobs that failed.
+directory of other settings (one line names it, before anything starts); 130 when interrupted.
+Under ``--multirun`` a failing job does not stop the next; the process exits with the highest
+status and names the jobs that failed.
 """
 
 from __future__ import annotations
