@@ -63,7 +63,8 @@ def test_a_full_disk_is_an_infrastructure_error_that_says_to_free_space():
 
 def test_a_model_server_that_did_not_start_is_one_line_naming_its_log():
     exc = ModelServerError("model server ['python', '-m', 'llama_cpp.server']... on 127.0.0.1:8080 exited with code 1 "
-                           "during startup; log /tmp/server.log, last lines:\nTraceback (most recent call last):\n  ...")
+                           "during startup; log /tmp/server.log, last lines:\n"
+                           "Traceback (most recent call last):\n  ...")
     failure = _server_failure(exc)
     assert isinstance(failure, InfrastructureError) and failure.cause == "model_server"
     assert str(failure) == ("the model server did not start: model server ['python', '-m', 'llama_cpp.server']... on "

