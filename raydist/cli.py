@@ -41,8 +41,10 @@ Examples:
   raydist run --multirun model=gemma3-270m,openai/gpt-4o-mini
   raydist config show agent=null levels=[L1]
 
-Exit status: 0 every unit finished, 1 some unit ended in an error (or a Hydra error),
-2 a configuration error, 130 interrupted (finished rows are kept; the same command resumes).
+Exit status: 0 every unit finished, 1 some unit ended in an error, or the machine or a
+service failed (Docker unreachable, a full disk, the model server not starting), or a Hydra
+error, 2 a configuration error, 130 interrupted (finished rows are kept; the same command
+resumes).
 """
 
 
@@ -56,8 +58,9 @@ Examples:
   raydist config show --problems
 
 The report (diversity, stability) needs the analysis extra: pip install 'raydist[analysis]'.
-Exit status: 0 done, 1 some item has a failed model call (the same command retries it) or a
-Hydra error, 2 a configuration error, 130 interrupted.
+Exit status: 0 done, 1 some item has a failed model call (the same command retries it), or
+Docker is unreachable or the disk full, or a Hydra error, 2 a configuration error, 130
+interrupted.
 """
 
 

@@ -3,7 +3,7 @@ reads (``raydist.driver``).
 
 ``plan_job`` validates everything a user can get wrong (settings, agent, model name, levels,
 instance files) before a single unit is spent, and computes every unit's key. It starts
-nothing: no Docker, no Ray, no model.
+nothing: no Docker, no Ray, no model; it never assembles or downloads a model's weights.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from raydist.views import ViewOptions
 
 
 class JobError(Exception):
-    """A problem with the configuration or its inputs; the message says what to do."""
+    """A problem with the configuration or its inputs (exit status 2); the message says what
+    to do. A failure of the machine or a service is ``raydist.outcomes.InfrastructureError``."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class Job:
     retry_errors: bool
     title: str
     gate: GatePlan | None = None  # None: not gated (scripted agents, or gate=false)
+    keys_unknown: str = ""  # a dry run without a model's weights: why the unit keys are not a run's
 
     @classmethod
     def from_config(cls, cfg: DictConfig, run_dir: str | Path) -> "Job":
@@ -70,7 +72,9 @@ class Job:
 
 def plan_job(cfg: DictConfig, run_dir: str | Path) -> Job:
     """Resolve and validate ``cfg`` (composed from ``conf/config.yaml``) into a ``Job`` whose
-    rows go to ``run_dir``. Raises ``JobError`` naming the bad input."""
+    rows go to ``run_dir``. Raises ``JobError`` naming the bad input. A dry run
+    (``cfg.dry_run``) whose model weights are not installed plans all the same, with
+    ``Job.keys_unknown`` saying why its keys cannot be a run's."""
     from omegaconf.errors import OmegaConfBaseException
 
     from raydist.driver.config import ConfigError, check_config
@@ -94,7 +98,7 @@ def _container(node) -> Any:
 
 
 def _plan(cfg: DictConfig, run_dir: Path) -> Job:
-    from raydist.driver.identity import agent_prompts_digest, model_identity
+    from raydist.driver.identity import agent_prompts_digest
 
     agent = "null" if cfg.agent is None else str(cfg.agent)
     if agent not in cfg.agents:
@@ -104,13 +108,14 @@ def _plan(cfg: DictConfig, run_dir: Path) -> Job:
     model = str(cfg.model)
     local_models = _container(cfg.local_models)
     local = local_models.get(model)
-    if kind == "llm" and local is None:
-        _check_hosted_model(model)
+    if kind == "llm":
+        _check_model(model, local)
     instances = _load(cfg)
     levels = _unique("levels", _levels(cfg.levels))
     seeds = _unique("seeds", [int(s) for s in ([cfg.seeds] if isinstance(cfg.seeds, int) else cfg.seeds)])
     view_options = _container(cfg.view)
     cache_dir = Path(cfg.cache_dir).expanduser()
+    unknown: list[str] | None = [] if cfg.dry_run else None  # why a dry run's keys cannot be a run's
     sandbox = cfg.sandbox
     limits = _container(sandbox.limits)
     # Everything besides the agent's own settings that can change a unit's result.
@@ -119,13 +124,13 @@ def _plan(cfg: DictConfig, run_dir: Path) -> Job:
     scripted_environment = dict(environment)  # scripted agents use no prompt and no model
     if kind == "llm":
         environment["prompts"] = agent_prompts_digest(agent, agent_cfg)
-        environment["model_server"] = model_identity(model, local, cache_dir) if local else None
+        environment["model_server"] = _model_identity(model, local, cache_dir, unknown) if local else None
     view_name = str(view_options.get("model"))
     view_local = local_models.get(view_name)
     # Hashing the view model's weights is only worth it when a level asks that model.
     needs_view_model = any(_needs_view_model(level, view_options) for level in levels)
-    view_model = ServedModel(view_name, view_local,
-                             model_identity(view_name, view_local, cache_dir) if needs_view_model else view_name)
+    view_model = ServedModel(view_name, view_local, _model_identity(view_name, view_local, cache_dir, unknown)
+                             if needs_view_model else view_name)
     options = ViewOptions(**view_options)
 
     def plan_for(name: str, settings: dict, env: dict) -> tuple[RunUnit, ...]:
@@ -143,8 +148,8 @@ def _plan(cfg: DictConfig, run_dir: Path) -> Job:
         docker_host=sandbox.docker_host, base_image=sandbox.base_image, network=sandbox.network,
         limits=limits, grading_timeout_s=float(sandbox.grading_timeout_s),
     )
-    if view_local is None and needs_view_model:
-        _check_hosted_model(view_name)
+    if needs_view_model:
+        _check_model(view_name, view_local)
     gate = None
     if bool(cfg.gate) and kind == "llm":
         gate_units, gate_settings = [], {}
@@ -157,7 +162,21 @@ def _plan(cfg: DictConfig, run_dir: Path) -> Job:
     return Job(units=units, instances={i.instance_id: i for i in instances}, settings=settings,
                ray=_ray_options(cfg), agent=agent, model=ServedModel(model, local if kind == "llm" else None),
                view_model=view_model, run_dir=run_dir, retry_errors=bool(cfg.resume.retry_errors), title=title,
-               gate=gate)
+               gate=gate, keys_unknown="; ".join(dict.fromkeys(unknown or [])))
+
+
+def _model_identity(name: str, entry: dict | None, cache_dir: Path, unknown: list[str] | None) -> str:
+    """``raydist.driver.identity.model_identity``. With ``unknown`` (a dry run), weights that
+    are not installed count as the model's name and their reason is appended to ``unknown``."""
+    from raydist.driver.identity import WeightsUnavailable, model_identity
+
+    try:
+        return model_identity(name, entry, cache_dir)
+    except WeightsUnavailable as exc:
+        if unknown is None:
+            raise
+        unknown.append(str(exc))
+        return name
 
 
 def _ray_options(cfg: DictConfig) -> RayOptions:
@@ -183,12 +202,21 @@ def _unique(name: str, values: list) -> list:
     return values
 
 
-def _check_hosted_model(model: str) -> None:
+def _check_model(model: str, local: Mapping[str, Any] | None) -> None:
+    """A hosted model's name must be one litellm knows; a ``local_models`` entry's
+    ``supervisor`` fails here, named, and not later as a model server that does not start."""
+    if local is not None and not local.get("supervisor"):
+        return  # nothing to check, and no need to import litellm (raydist.models) for it
+    from raydist.cluster.serving import server_arguments
     from raydist.models.endpoint import UnknownModel, check_model_name
+    from raydist.models.process import ModelServerError
 
     try:
-        check_model_name(model)
-    except UnknownModel as exc:
+        if local is None:
+            check_model_name(model)
+        else:
+            server_arguments(model, dict(local))
+    except (UnknownModel, ModelServerError) as exc:
         raise JobError(str(exc)) from exc
 
 

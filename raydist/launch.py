@@ -5,8 +5,10 @@ summary.md (``raydist.driver``). Re-running the same command resumes: finished u
 skipped. Every setting is a field of ``raydist.driver.config.LaunchConfig``; ``--cfg job``
 prints them resolved, ``dry_run=true`` prints the plan and starts nothing.
 
-Exit status: 0 when every unit finished, 1 when a unit's row is an error, 2 for a setting or
-input that is wrong (named, before anything starts), 130 when interrupted. A ``--multirun``
+Exit status: 0 when every unit finished; 1 when a unit's row is an error, or the machine or a
+service failed the launch (Docker unreachable, the base image missing, a full disk, the model
+server not starting: ``infrastructure_error``, one line naming it and what to do); 2 for a
+setting or input that is wrong (named, before anything starts); 130 when interrupted. A ``--multirun``
 runs every job even when one fails, then exits with the highest status, naming each failed job.
 
 Examples::
@@ -32,6 +34,7 @@ from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 import raydist.driver.config  # noqa: E402,F401 - registers the schema (launch_schema) with Hydra
 from raydist.job import JobError  # noqa: E402
+from raydist.outcomes import InfrastructureError  # noqa: E402
 
 
 def view_dir(levels, seeds) -> str:
@@ -52,7 +55,8 @@ FAILED: list[tuple[str, str, int]] = []
 def launch(cfg: DictConfig, run_dir: str) -> int:
     """Plan the job of ``cfg`` and run it into ``run_dir`` (or print the plan when
     ``cfg.dry_run``); returns the exit status. Never raises: a user error prints one line
-    (status 2), anything else its traceback (status 1)."""
+    (status 2), a failure of the machine or a service one line (status 1), anything else its
+    traceback (status 1)."""
     from raydist.job import plan_job
 
     try:
@@ -68,6 +72,9 @@ def launch(cfg: DictConfig, run_dir: str) -> int:
     except JobError as exc:
         print(f"raydist: error: {exc}", file=sys.stderr, flush=True)
         return 2
+    except InfrastructureError as exc:
+        print(f"raydist: error: {exc}", file=sys.stderr, flush=True)
+        return 1
     except KeyboardInterrupt:
         return 130
     except Exception:  # noqa: BLE001 - one job's failure must not stop the next of a multirun

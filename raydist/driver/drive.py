@@ -17,6 +17,7 @@ from raydist.cluster.runner import raise_interrupt
 from raydist.driver import phases
 from raydist.driver.report import compile_tables, exit_status, report
 from raydist.job import Job, JobError
+from raydist.outcomes import InfrastructureError
 
 
 def run_job(job: Job) -> int:
@@ -27,7 +28,9 @@ def run_job(job: Job) -> int:
     One launch at a time holds ``job.run_dir`` (``raydist.results.run_dir_lock``): a second
     one raises ``JobError`` at once, naming the directory and the holder's pid. SIGTERM and
     Ctrl-C stop scheduling; rows already written stay and the tables are compiled from them.
-    Raises ``JobError`` for Docker that cannot be reached and a full disk."""
+    Raises ``InfrastructureError`` (one line: what failed, what to do) for Docker that cannot
+    be reached, a missing base image, a full disk and a model server that does not start;
+    ``JobError`` for a setting the cluster cannot satisfy."""
     from raydist.results import RunDirBusy, run_dir_lock
 
     try:
@@ -53,7 +56,7 @@ def _run_locked(job: Job) -> int:
         try:
             verdict = _execute(job, todo, base_image, store, gate_store)
         except OSError as exc:
-            raise JobError(f"{exc}; free space or choose another output_root (finished rows are kept)") from exc
+            raise _disk_failure(exc) from exc
         except KeyboardInterrupt:
             interrupted = True
             print("\ninterrupted: finished rows are kept; run the same command again to resume",
@@ -108,19 +111,42 @@ def _execute(job: Job, todo: phases.Pending, base_image: str, store, gate_store)
                 finally:
                     progress.close()
     except ModelServerError as exc:
-        raise JobError(f"the model server did not start: {exc}") from exc
+        raise _server_failure(exc) from exc
     return verdict
 
 
+def _server_failure(exc: Exception) -> InfrastructureError:
+    """One line for a model server that did not start: its first line names the server, how it
+    failed and its log file (the log's last lines stay in the log)."""
+    first = str(exc).strip().splitlines()[0].removesuffix(", last lines:") if str(exc).strip() else type(exc).__name__
+    return InfrastructureError(f"the model server did not start: {first}; read its log, then check the local_models "
+                               "entry's command (llama.cpp needs pip install 'raydist[local]')", cause="model_server")
+
+
+def _disk_failure(exc: OSError) -> InfrastructureError:
+    """A failed read or write of the host: a full disk says to free space, anything else to check
+    the path or connection the error names."""
+    from raydist.outcomes import classify_exception
+
+    _, cause = classify_exception(exc)  # disk_full, connection, or the error's type name
+    if cause == "disk_full":
+        return InfrastructureError(f"{exc}; free space or choose another output_root (finished rows are kept)",
+                                   cause=cause)
+    return InfrastructureError(f"{exc}; check the path or connection named there (finished rows are kept)",
+                               cause=cause)
+
+
 def _docker(job: Job):
-    """The Docker client and the base image tag; ``JobError`` when either is missing."""
+    """The Docker client and the base image tag; ``InfrastructureError`` when either is missing."""
     from raydist.sandbox import BaseImageMissing, SandboxUnavailable, connect, ensure_base_image
 
     try:
         client = connect(job.settings.docker_host)
         base_image = ensure_base_image(client, job.settings.base_image)
-    except (SandboxUnavailable, BaseImageMissing) as exc:
-        raise JobError(str(exc)) from exc
+    except SandboxUnavailable as exc:
+        raise InfrastructureError(str(exc), cause="docker") from exc
+    except BaseImageMissing as exc:
+        raise InfrastructureError(str(exc), cause="base_image_missing") from exc
     _sweep(client, announce=True)
     return client, base_image
 

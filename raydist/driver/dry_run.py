@@ -1,6 +1,8 @@
 """``dry_run=true``: the plan of a launch, printed, with nothing started (no Docker, no Ray,
-no model): the units per instance, level and seed, how many are finished already, the images
-and view preparations they need, and the estimated cost and time.
+no model, and no model's weights assembled or downloaded): the units per instance, level and
+seed, how many are finished already, the images and view preparations they need, and the
+estimated cost and time. Without a served model's weights (``Job.keys_unknown``) the unit keys
+are not a run's, so it says that how many are finished cannot be told and counts every unit.
 
 Estimates come from what is known, and say where from: time from the measured
 ``wall_seconds`` of finished units of the same benchmark, agent and model under
@@ -98,13 +100,16 @@ def plan_text(job: Job, cfg: DictConfig) -> str:
     """The dry run's report of ``job`` (composed from ``cfg``)."""
     from raydist.cluster.prepare import preparation_tasks
 
-    done = finished_keys(job)
+    done = set() if job.keys_unknown else finished_keys(job)
     todo = [u for u in job.units if u.key not in done]
     instances = sorted({u.instance_id for u in job.units})
     views = Counter((u.level, u.seed) for u in job.units)
+    before = f"{len(done)} finished before, {len(todo)} to run" if not job.keys_unknown else (
+        f"finished before unknown, at most {len(todo)} to run")
     lines = [f"{job.title}: dry run, nothing started", f"run directory: {job.run_dir}",
-             f"units: {len(job.units)} planned ({len(instances)} instances x {len(views)} level/seed views), "
-             f"{len(done)} finished before, {len(todo)} to run"]
+             f"units: {len(job.units)} planned ({len(instances)} instances x {len(views)} level/seed views), {before}"]
+    if job.keys_unknown:
+        lines.append(f"  (which units finished before cannot be told without the model's weights: {job.keys_unknown})")
     lines.append("per level and seed: " + ", ".join(f"{level} s{seed}: {n}" for (level, seed), n in views.items()))
     per_instance = Counter(u.instance_id for u in todo)
     lines += [f"  {iid}: {per_instance.get(iid, 0)} to run of "

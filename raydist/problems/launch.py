@@ -10,10 +10,12 @@ Examples::
     python -m raydist.problems.launch benchmark=mbpp benchmark.limit=50 generation.variants_per_seed=5
     python -m raydist.problems.launch generation.model=openai/gpt-4o-mini evaluation.models=[gemma3-270m]
 
-Exit status: 0; 1 when items have a failed model call (run again to retry them) or the disk
-failed; 2 for a bad setting (one line names it, before anything starts); 130 when
-interrupted. Under ``--multirun`` a failing job does not stop the next; the process exits
-with the highest status and names the jobs that failed.
+Exit status: 0; 1 when items have a failed model call (run again to retry them), or the machine
+or a service failed (Docker unreachable, the base image missing, a full disk:
+``infrastructure_error``, one line naming it and what to do); 2 for a bad setting or a run
+directory of other settings (one line names it, before anything starts); 130 when interrupted.
+Under ``--multirun`` a failing job does not stop the next; the process exits with the highest
+status and names the jobs that failed.
 """
 
 from __future__ import annotations
@@ -140,9 +142,12 @@ def run_job(cfg: DictConfig, run_dir: str) -> int:
     try:
         job = job_from_config(cfg, run_dir)
         numbers = run_problems(job)
-    except (ProblemsError, SandboxUnavailable, BaseImageMissing, RunDirMismatch) as exc:
+    except (ProblemsError, RunDirMismatch) as exc:
         print(f"raydist: error: {exc}", file=sys.stderr)
         return 2
+    except (SandboxUnavailable, BaseImageMissing) as exc:  # infrastructure_error: the machine, not the settings
+        print(f"raydist: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("\ninterrupted: finished variants and completions are kept; run the same command again to resume",
               file=sys.stderr, flush=True)
