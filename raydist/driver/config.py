@@ -20,10 +20,11 @@ from typing import Any, Dict, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from raydist.cluster.plan import KEYLESS_AGENT_SETTINGS
 from raydist.cluster.runner import RayOptions
 from raydist.outcomes import RetryPolicy
 from raydist.sandbox.container import Limits
-from raydist.views.base import ViewOptions
+from raydist.views.base import TIMING_OPTIONS, ViewOptions
 
 _VIEW, _LIMITS, _RAY, _RETRY = ViewOptions(), Limits(), RayOptions(), RetryPolicy()
 
@@ -195,6 +196,17 @@ class LaunchConfig:
     """Host cache: sdists, wheelhouses, repository snapshots, view preparations, file hashes."""
     output_root: str = "runs"
     """Run directories live below it: ``<benchmark>/<agent>/<model>/<levels>__s<seeds>``."""
+
+
+#: Overrides the name of a ``--multirun`` job's directory leaves out besides paths and Hydra's
+#: own (``raydist._util.run_dirs.job_name`` patterns): the keys its path already names
+#: (benchmark, agent, model, levels, seeds, and the ``sweep`` group that sets levels and
+#: seeds) and those that are part of no unit key (``raydist.cluster.plan``): where and how
+#: fast units run, what runs again, how long a model call may take, the dry run.
+UNNAMED_OVERRIDES = ("benchmark", "benchmark.name", "agent", "model", "levels", "seeds", "sweep", "dry_run",
+                     "cluster", "cluster.*", "resume.*", "sandbox.docker_host",
+                     *(f"view.{name}" for name in TIMING_OPTIONS),
+                     *(f"agents.*.{name}" for name in KEYLESS_AGENT_SETTINGS))
 
 
 def _build(key: str, cls: type, node: Any, skip: tuple[str, ...] = ()) -> None:
