@@ -120,8 +120,8 @@ class ClusterConfig:
             raise ConfigError(
                 f"cluster.address={address}: that is the Ray dashboard (job submission) address, which runs "
                 f"jobs, not drivers; submit the launch to it: `ray job submit --address {address} "
-                "--working-dir . -- python -m raydist.launch cluster=remote`, or give cluster.address=auto "
-                "on a node of the cluster, or ray://<head>:10001 (Ray Client)")
+                "--working-dir . -- python -m raydist.launch cluster=remote` (or raydist.problems.launch), or "
+                "give cluster.address=auto on a node of the cluster, or ray://<head>:10001 (Ray Client)")
         if int(self.max_concurrency) < 1:
             raise ConfigError(f"cluster.max_concurrency={self.max_concurrency}: must be at least 1")
         if float(self.cpus_per_unit) <= 0:
@@ -244,12 +244,39 @@ def check_agents(agents: dict) -> None:
 def check_config(cfg: DictConfig) -> LaunchConfig:
     """``cfg`` (the composed config) as a ``LaunchConfig`` object with every node's checks run
     and every agent entry checked. Raises ``ConfigError`` naming the first bad key."""
+    check_known_keys(cfg)
+    launch = _checked(cfg)
+    check_agents(launch.agents)
+    check_seeds(launch.seeds)
+    return launch
+
+
+#: The groups every launcher shares and checks with this schema (``check_group``).
+SHARED_GROUPS = ("sandbox", "cluster")
+
+
+def check_group(key: str, values: Any) -> Any:
+    """The ``sandbox`` or ``cluster`` group (``key``) of any launcher, ``values`` a mapping as
+    composed, as its schema node (``SandboxConfig``, ``ClusterConfig``) with every check of
+    that node run: the one check of these groups, for the problems launcher too. Raises
+    ``ConfigError`` naming the first bad key (e.g. ``cluster.address=http://...``)."""
+    if key not in SHARED_GROUPS:
+        raise ValueError(f"{key}: not a shared group ({', '.join(SHARED_GROUPS)})")
+    if not isinstance(values, (dict, DictConfig)):
+        raise ConfigError(f"{key}={values!r}: give a mapping of {', '.join(allowed_keys(key) or [])}")
+    node = OmegaConf.create({key: values})
+    check_known_keys(node)
+    return _checked(node, key)
+
+
+def _checked(cfg: DictConfig, key: str | None = None) -> Any:
+    """``cfg`` merged onto ``LaunchConfig`` as objects, every node's checks run; only node
+    ``key`` is built when given. Raises ``ConfigError`` naming the first bad key."""
     from omegaconf.errors import OmegaConfBaseException
 
-    check_known_keys(cfg)
     try:
         merged = OmegaConf.merge(OmegaConf.structured(LaunchConfig), cfg)
-        launch = OmegaConf.to_object(merged)
+        return OmegaConf.to_object(merged if key is None else merged[key])
     except ConfigError:
         raise
     except OmegaConfBaseException as exc:
@@ -257,9 +284,6 @@ def check_config(cfg: DictConfig) -> LaunchConfig:
         if cause is not None:
             raise cause from exc
         raise ConfigError(describe_config_error(exc)) from exc
-    check_agents(launch.agents)
-    check_seeds(launch.seeds)
-    return launch
 
 
 def check_known_keys(cfg: DictConfig, schema: type = LaunchConfig, path: str = "") -> None:
