@@ -45,8 +45,22 @@ def view_dir(levels, seeds) -> str:
     return "_".join(str(level) for level in levels) + "__s" + "-".join(str(seed) for seed in seeds)
 
 
+def job_subdir(overrides) -> str:
+    """What a ``--multirun`` job's run directory adds below ``view_dir``: ``/<name>`` naming
+    its ``overrides`` (``hydra.overrides.task``) that change what it computes, e.g.
+    ``/view.l3_files=all`` (``raydist._util.run_dirs.job_name`` without
+    ``raydist.driver.config.UNNAMED_OVERRIDES``), so no two jobs of a sweep share a table;
+    nothing when no such override is given."""
+    from raydist._util.run_dirs import job_name
+    from raydist.driver.config import UNNAMED_OVERRIDES
+
+    name = job_name(overrides, UNNAMED_OVERRIDES)
+    return f"/{name}" if name else ""
+
+
 OmegaConf.register_new_resolver("agent_name", lambda a: "null" if a is None else str(a), replace=True)
 OmegaConf.register_new_resolver("view_dir", view_dir, replace=True)
+OmegaConf.register_new_resolver("job_subdir", job_subdir, replace=True)
 
 #: ``(job overrides, run directory, status)`` of every job of this process that did not end 0.
 FAILED: list[tuple[str, str, int]] = []

@@ -56,6 +56,12 @@ def test_run_dirs_are_not_searched_inside_another(tmp_path):
     assert find_run_dirs([tmp_path]) == ([outer], [problems])
 
 
+def test_the_run_dirs_of_sweep_jobs_below_a_run_dir_are_found(tmp_path):
+    outer = _run_dir(tmp_path / "L0__s0", [_row("a", "L0", "resolved", 1)])
+    job = _run_dir(outer / "view.l3_files=all", [_row("b", "L0", "resolved", 1)])
+    assert find_run_dirs([tmp_path]) == ([outer, job], [])
+
+
 def test_problems_run_dir_prints_its_summary(tmp_path, capsys):
     (tmp_path / "variants.parquet").write_bytes(b"")
     (tmp_path / "summary.md").write_text("# DyCodeEval humaneval\n\npass@1 0.5\n")

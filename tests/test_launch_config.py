@@ -19,7 +19,7 @@ from raydist.agents.settings import AgentSettings
 from raydist.cluster.runner import RayOptions
 from raydist.driver.config import ClusterConfig, LimitsConfig, ViewConfig, allowed_keys
 from raydist.driver.preflight import job_overrides, preflight
-from raydist.launch import view_dir
+from raydist.launch import job_subdir, view_dir
 from raydist.sandbox.container import Limits
 from raydist.views.base import ViewOptions
 
@@ -120,6 +120,33 @@ def test_the_run_directory_names_its_levels_and_seeds():
     assert view_dir(["L1+L3"], 4) == "L1+L3__s4"
 
 
+def test_a_sweep_job_without_other_overrides_keeps_the_directory_of_its_levels_and_seeds():
+    # what the path already names: --multirun agent=oracle,null levels=[L0],[L3] keeps four directories
+    assert job_subdir(["agent=oracle", "levels=[L0]", "seeds=[0,1]", "model=openai/gpt-4o-mini", "benchmark=file",
+                       "benchmark.name=mine", "+sweep=full_levels"]) == ""
+    assert job_subdir([]) == ""
+
+
+def test_a_sweep_job_that_changes_what_it_computes_gets_a_directory_named_by_it():
+    assert job_subdir(["agent=oracle", "view.l3_files=all"]) == "/view.l3_files=all"
+    assert job_subdir(["benchmark.limit=2", "agents.miniswe.step_limit=4", "gate=false", "model=m"]) == (
+        "/benchmark.limit=2,agents.miniswe.step_limit=4,gate=false")
+    assert job_subdir(["benchmark.ids=[a/b]"]) == "/benchmark.ids=_a_b_"
+
+
+def test_an_override_given_twice_names_the_job_once_with_its_last_value():
+    assert job_subdir(["view.l3_files=all", "gate=false", "view.l3_files=patched"]) == (
+        "/gate=false,view.l3_files=patched")
+
+
+def test_overrides_that_change_nothing_computed_leave_the_directory_as_it_is():
+    assert job_subdir(["dry_run=true", "output_root=/tmp/x", "cache_dir=/tmp/c", "data_root=/d", "cluster=remote",
+                       "cluster.max_concurrency=1", "resume.max_attempts=2", "resume.retry_errors=false",
+                       "sandbox.docker_host=unix:///x.sock", "view.request_timeout_base_s=9",
+                       "+agents.miniswe.request_timeout_s=900", "agents.miniswe.model_retries=1"]) == ""
+    assert job_subdir(["cluster.max_concurrency=1", "sandbox.limits.memory=4g"]) == "/sandbox.limits.memory=4g"
+
+
 def _launch(*args: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "raydist.launch", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=timeout, env=None if env is None else {**os.environ, **env})
@@ -151,6 +178,15 @@ def test_cfg_job_prints_every_resolved_setting(tmp_path):
     assert printed["dry_run"] is False
     assert printed["sandbox"]["limits"]["memory"] == "2g"
     assert printed["output_root"] == str(tmp_path)
+
+
+def test_two_sweep_jobs_differing_only_in_a_view_option_print_two_run_directories(tmp_path):
+    res = _launch("--multirun", "dry_run=true", f"output_root={tmp_path}", f"cache_dir={tmp_path / 'cache'}",
+                  "agent=oracle", "levels=[L0]", "view.l3_files=patched,all", "cluster.max_concurrency=1")
+    assert res.returncode == 0, res.stderr[-3000:]
+    printed = [line for line in res.stdout.splitlines() if line.startswith("run directory: ")]
+    view = tmp_path / "builtin" / "oracle" / "gemma3-270m" / "L0__s0"
+    assert printed == [f"run directory: {view}/view.l3_files=patched", f"run directory: {view}/view.l3_files=all"]
 
 
 def test_a_dry_run_prints_the_plan_in_seconds_without_docker_or_ray(tmp_path):

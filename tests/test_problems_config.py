@@ -61,6 +61,12 @@ def test_every_setting_says_what_it_means():
     ({"output_root": " "}, "output_root is empty: give a folder for the run directories (default: runs)"),
     ({"generation": {"domains": ["retail", " "]}},
      "generation.domains=['retail', ' ']: give at least one seed domain, e.g. [retail]"),
+    # the groups shared with the main launcher are checked by its schema (raydist.driver.config)
+    ({"sandbox": {"limits": {"memory": "lots"}}}, "sandbox.limits: sandbox limit memory='lots' is not a positive "
+                                                  "Docker size such as '512m' or '2g'; fix sandbox.limits"),
+    ({"sandbox": {"netwrok": "none"}}, "config key sandbox.netwrok: not a setting; allowed keys there: docker_host, "
+                                       "base_image, network, limits, grading_timeout_s"),
+    ({"cluster": {"max_concurrency": 0}}, "cluster.max_concurrency=0: must be at least 1"),
 ])
 def test_a_wrong_setting_is_one_line_naming_the_key_and_what_it_takes(data, message):
     with pytest.raises(SettingError) as caught:
@@ -95,6 +101,14 @@ def test_each_sweep_job_gets_its_own_directory_named_by_its_settings():
     assert len(long) == 153 and long.startswith("generation.domains=_xxx")
     assert long != job_dir_name([f"generation.domains=[{'x' * 201}]"])
     assert job_dir_name([]) == "default"
+    assert job_dir_name(["cluster=remote", "cluster.max_concurrency=8", "hydra.verbose=true"]) == "default"
+
+
+def test_a_dashboard_address_is_refused_naming_cluster_address():
+    with pytest.raises(SettingError) as caught:
+        settings_from({"cluster": {"address": "http://head:8265", "max_concurrency": 2}})
+    assert str(caught.value).startswith("cluster.address=http://head:8265: that is the Ray dashboard (job "
+                                        "submission) address")
 
 
 def test_the_exit_status_of_a_sweep_is_the_worst_job_and_names_the_failed_ones():

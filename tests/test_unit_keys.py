@@ -12,6 +12,7 @@ from hydra import compose, initialize_config_dir
 
 import raydist.launch  # noqa: F401 - registers the config's resolvers
 from raydist.job import Job
+from raydist.launch import job_subdir
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -73,7 +74,12 @@ def test_a_setting_that_can_change_the_result_gives_every_unit_a_new_key(tmp_pat
     assert set(changed).isdisjoint(base), setting
 
 
-@pytest.mark.parametrize("setting", [
+@pytest.mark.parametrize("setting", RESULT_SETTINGS)
+def test_a_setting_that_can_change_the_result_names_the_directory_of_its_sweep_job(setting):
+    assert job_subdir([setting]).startswith("/" + setting.split("=")[0] + "=")
+
+
+KEYLESS_SETTINGS = [
     "cluster.max_concurrency=1",
     "cluster.cpus_per_unit=1.0",
     "output_root=/tmp/elsewhere",
@@ -81,8 +87,15 @@ def test_a_setting_that_can_change_the_result_gives_every_unit_a_new_key(tmp_pat
     "+agents.miniswe.model_retries=5",
     "view.request_timeout_base_s=10",
     "resume.max_attempts=5",
-    "gate=false",
-])
+]
+
+
+@pytest.mark.parametrize("setting", KEYLESS_SETTINGS)
+def test_a_setting_that_cannot_change_the_result_leaves_the_directory_of_its_sweep_job(setting):
+    assert job_subdir([setting]) == ""
+
+
+@pytest.mark.parametrize("setting", [*KEYLESS_SETTINGS, "gate=false"])
 def test_a_setting_that_cannot_change_the_result_keeps_every_key(tmp_path, weights, base, setting):
     assert keys(tmp_path, f"local_models.gemma3-270m.model_path={weights}", setting) == base
 

@@ -1,4 +1,5 @@
-"""Small pieces every package uses: content hashing, atomic file writes, the model-call protocol.
+"""Small pieces every package uses: content hashing, atomic file writes, the model-call protocol,
+the name of a sweep job's run directory (``run_dirs``).
 
 Nothing here knows about views, units or Ray; each module is a few functions.
 """

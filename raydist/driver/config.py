@@ -20,10 +20,11 @@ from typing import Any, Dict, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from raydist.cluster.plan import KEYLESS_AGENT_SETTINGS
 from raydist.cluster.runner import RayOptions
 from raydist.outcomes import RetryPolicy
 from raydist.sandbox.container import Limits
-from raydist.views.base import ViewOptions
+from raydist.views.base import TIMING_OPTIONS, ViewOptions
 
 _VIEW, _LIMITS, _RAY, _RETRY = ViewOptions(), Limits(), RayOptions(), RetryPolicy()
 
@@ -119,8 +120,8 @@ class ClusterConfig:
             raise ConfigError(
                 f"cluster.address={address}: that is the Ray dashboard (job submission) address, which runs "
                 f"jobs, not drivers; submit the launch to it: `ray job submit --address {address} "
-                "--working-dir . -- python -m raydist.launch cluster=remote`, or give cluster.address=auto "
-                "on a node of the cluster, or ray://<head>:10001 (Ray Client)")
+                "--working-dir . -- python -m raydist.launch cluster=remote` (or raydist.problems.launch), or "
+                "give cluster.address=auto on a node of the cluster, or ray://<head>:10001 (Ray Client)")
         if int(self.max_concurrency) < 1:
             raise ConfigError(f"cluster.max_concurrency={self.max_concurrency}: must be at least 1")
         if float(self.cpus_per_unit) <= 0:
@@ -197,6 +198,17 @@ class LaunchConfig:
     """Run directories live below it: ``<benchmark>/<agent>/<model>/<levels>__s<seeds>``."""
 
 
+#: Overrides the name of a ``--multirun`` job's directory leaves out besides paths and Hydra's
+#: own (``raydist._util.run_dirs.job_name`` patterns): the keys its path already names
+#: (benchmark, agent, model, levels, seeds, and the ``sweep`` group that sets levels and
+#: seeds) and those that are part of no unit key (``raydist.cluster.plan``): where and how
+#: fast units run, what runs again, how long a model call may take, the dry run.
+UNNAMED_OVERRIDES = ("benchmark", "benchmark.name", "agent", "model", "levels", "seeds", "sweep", "dry_run",
+                     "cluster", "cluster.*", "resume.*", "sandbox.docker_host",
+                     *(f"view.{name}" for name in TIMING_OPTIONS),
+                     *(f"agents.*.{name}" for name in KEYLESS_AGENT_SETTINGS))
+
+
 def _build(key: str, cls: type, node: Any, skip: tuple[str, ...] = ()) -> None:
     """Construct ``cls`` from the fields of ``node`` so its own checks run; ``ConfigError``
     naming ``key`` on failure. Unresolved interpolations are left to later resolution."""
@@ -232,12 +244,39 @@ def check_agents(agents: dict) -> None:
 def check_config(cfg: DictConfig) -> LaunchConfig:
     """``cfg`` (the composed config) as a ``LaunchConfig`` object with every node's checks run
     and every agent entry checked. Raises ``ConfigError`` naming the first bad key."""
+    check_known_keys(cfg)
+    launch = _checked(cfg)
+    check_agents(launch.agents)
+    check_seeds(launch.seeds)
+    return launch
+
+
+#: The groups every launcher shares and checks with this schema (``check_group``).
+SHARED_GROUPS = ("sandbox", "cluster")
+
+
+def check_group(key: str, values: Any) -> Any:
+    """The ``sandbox`` or ``cluster`` group (``key``) of any launcher, ``values`` a mapping as
+    composed, as its schema node (``SandboxConfig``, ``ClusterConfig``) with every check of
+    that node run: the one check of these groups, for the problems launcher too. Raises
+    ``ConfigError`` naming the first bad key (e.g. ``cluster.address=http://...``)."""
+    if key not in SHARED_GROUPS:
+        raise ValueError(f"{key}: not a shared group ({', '.join(SHARED_GROUPS)})")
+    if not isinstance(values, (dict, DictConfig)):
+        raise ConfigError(f"{key}={values!r}: give a mapping of {', '.join(allowed_keys(key) or [])}")
+    node = OmegaConf.create({key: values})
+    check_known_keys(node)
+    return _checked(node, key)
+
+
+def _checked(cfg: DictConfig, key: str | None = None) -> Any:
+    """``cfg`` merged onto ``LaunchConfig`` as objects, every node's checks run; only node
+    ``key`` is built when given. Raises ``ConfigError`` naming the first bad key."""
     from omegaconf.errors import OmegaConfBaseException
 
-    check_known_keys(cfg)
     try:
         merged = OmegaConf.merge(OmegaConf.structured(LaunchConfig), cfg)
-        launch = OmegaConf.to_object(merged)
+        return OmegaConf.to_object(merged if key is None else merged[key])
     except ConfigError:
         raise
     except OmegaConfBaseException as exc:
@@ -245,9 +284,6 @@ def check_config(cfg: DictConfig) -> LaunchConfig:
         if cause is not None:
             raise cause from exc
         raise ConfigError(describe_config_error(exc)) from exc
-    check_agents(launch.agents)
-    check_seeds(launch.seeds)
-    return launch
 
 
 def check_known_keys(cfg: DictConfig, schema: type = LaunchConfig, path: str = "") -> None:

@@ -4,18 +4,17 @@ runs before Hydra."""
 
 from __future__ import annotations
 
-import re
 import sys
 from typing import IO
 
-from raydist._util.hashing import stable_hash
+from raydist._util.run_dirs import job_name
 
 __all__ = ["JOBS", "Jobs", "job_dir_name", "unknown_override"]
 
-#: Overrides that do not change what a job computes (paths, endpoints) or are already in the
-#: run directory's path (the benchmark, the generator): left out of the job's directory name.
-_NOT_NAMED = ("output_root=", "cache_dir=", "data_root=", "hydra.", "hydra/", "local_models.", "benchmark=",
-              "generation.model=")
+#: Overrides a job's directory name leaves out besides paths and Hydra's own (``job_name``):
+#: those already in the run directory's path (the benchmark, the generator) and those that do
+#: not change what a job computes (model endpoints, where items run).
+_NOT_NAMED = ("benchmark", "benchmark.name", "generation.model", "local_models.*", "cluster", "cluster.*")
 
 
 class Jobs:
@@ -42,19 +41,9 @@ JOBS = Jobs()
 
 
 def job_dir_name(overrides) -> str:
-    """The run directory name of one ``--multirun`` job: its command-line ``overrides``
-    (Hydra's ``hydra.overrides.task``) that change what it computes, as ``key=value`` joined
-    by ``,`` (a key given twice counts once, with its last value, where it was last given),
-    every character a path cannot hold safely replaced by ``_``; longer than 160 characters:
-    the first 140 and a hash of the whole. ``default`` without such overrides."""
-    last: dict[str, str] = {}
-    for override in map(str, overrides):
-        if not override.lstrip("+~").startswith(_NOT_NAMED):
-            key = override.split("=", 1)[0].lstrip("+~")
-            last.pop(key, None)
-            last[key] = override
-    text = ",".join(re.sub(r"[^A-Za-z0-9._=,+-]+", "_", o) for o in last.values()) or "default"
-    return text if len(text) <= 160 else f"{text[:140]}-{stable_hash(text, 12)}"
+    """The run directory name of one ``--multirun`` job: ``raydist._util.run_dirs.job_name``
+    of its ``overrides`` (Hydra's ``hydra.overrides.task``), ``default`` without any."""
+    return job_name(overrides, _NOT_NAMED) or "default"
 
 
 def unknown_override(args: list[str]) -> str | None:

@@ -6,7 +6,8 @@ The models are registered in Hydra's ConfigStore (:func:`register`) as the node
 ``problems_defaults``, so every key below exists for a command-line override
 (``generation.variants_per_seed=5``) without a ``+``. Groups shared with the repository
 launcher (``benchmark``, ``sandbox``, ``cluster``, ``local_models``) are passed through as
-mappings and checked where they are used.
+mappings; ``sandbox`` and ``cluster`` are checked here by that launcher's own schema
+(``raydist.driver.config.check_group``), the others where they are used.
 
 A wrong type or an unknown key is a :class:`SettingError` naming the key and what it takes;
 the launcher prints it and exits 2 before anything starts.
@@ -16,7 +17,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
+                      model_validator)
 from pydantic_core import PydanticCustomError
 
 __all__ = ["Analysis", "Evaluation", "Execution", "Generation", "ProblemsSettings", "Requests", "SettingError",
@@ -198,6 +200,17 @@ class ProblemsSettings(_Section):
     """The cluster group (``conf/cluster``): Ray address, max_concurrency, cpus_per_unit."""
     local_models: dict = Field(default_factory=dict, strict=False)
     """Models raydist serves itself (``conf/local_models.yaml``)."""
+
+    @field_validator("sandbox", "cluster")
+    @classmethod
+    def _shared_group(cls, value: dict, info: ValidationInfo) -> dict:
+        from raydist.driver.config import ConfigError, check_group
+
+        try:
+            check_group(info.field_name, value)
+        except ConfigError as exc:
+            raise _own(str(exc)) from None
+        return value
 
     @field_validator("output_root")
     @classmethod

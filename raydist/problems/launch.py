@@ -171,11 +171,10 @@ def run_job(cfg: DictConfig, run_dir: str) -> int:
 
 def _shut_down(job) -> None:
     """Stop Ray and remove sandbox containers whose owner (a Ray worker of this launch) is gone."""
-    import ray
-
     from raydist.sandbox import SandboxUnavailable, connect, sweep_orphans
 
-    if ray.is_initialized():
+    ray = sys.modules.get("ray")  # not imported: not started (a bad setting ends the job before)
+    if ray is not None and ray.is_initialized():
         ray.shutdown()
     if job is not None:
         try:

@@ -32,7 +32,9 @@ def is_problems_run_dir(path: Path) -> bool:
 
 def find_run_dirs(paths: Iterable[str | Path]) -> tuple[list[Path], list[Path]]:
     """``(main-job run dirs, problems run dirs)`` at or below ``paths``, each sorted and without
-    repeats. A path that is itself a run directory is not searched further."""
+    repeats. Below a run directory only the run directories of ``--multirun`` jobs are looked
+    for, in folders named ``key=value...`` (``raydist._util.run_dirs.job_name``): its own
+    folders (rows, trajectories...) hold none."""
     main, problems = set(), set()
     for path in map(Path, paths):
         for folder, subdirs, _ in os.walk(path):
@@ -43,7 +45,7 @@ def find_run_dirs(paths: Iterable[str | Path]) -> tuple[list[Path], list[Path]]:
                 problems.add(candidate)
             else:
                 continue
-            subdirs.clear()  # nothing below a run directory is another one
+            subdirs[:] = [name for name in subdirs if "=" in name]
     return sorted(main), sorted(problems)
 
 
