@@ -20,7 +20,7 @@ from typing import Iterable, Mapping
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from raydist._util.files import atomic_write_text, temporary_beside
+from raydist._util.files import atomic_write_parquet, atomic_write_text, temporary_beside
 from raydist.outcomes import OUTCOMES, retryable
 from raydist.results.schema import RUNS_SCHEMA, STEPS_SCHEMA, normalise_row, step_rows, table_from_rows
 
@@ -118,9 +118,9 @@ class ResultStore:
         has a column the schema lacks (a file of an older schema): it is refused, not dropped."""
         rows = [r for r in (self.read_row(k) for k in keys) if r is not None]
         table = table_from_rows(rows, RUNS_SCHEMA, "runs.parquet")
-        _atomic_write_parquet(table, self.run_dir / "runs.parquet")
+        atomic_write_parquet(self.run_dir / "runs.parquet", table)
         steps = [s for r in rows for s in (self.read_steps(r["key"]) or [])]
-        _atomic_write_parquet(table_from_rows(steps, STEPS_SCHEMA, "steps.parquet"), self.run_dir / "steps.parquet")
+        atomic_write_parquet(self.run_dir / "steps.parquet", table_from_rows(steps, STEPS_SCHEMA, "steps.parquet"))
         preds = [
             {
                 "instance_id": r["instance_id"],
@@ -156,13 +156,6 @@ def _durable_write(table: pa.Table, final: Path, what: str) -> Path:
     except OSError as exc:
         raise OSError(exc.errno, f"could not write {what} {final}: {exc.strerror}") from exc
     return final
-
-
-def _atomic_write_parquet(table: pa.Table, path: Path) -> None:
-    with temporary_beside(path) as (fh, tmp):
-        pq.write_table(table, fh)
-        fh.flush()
-        os.replace(tmp, path)
 
 
 class RunDirBusy(RuntimeError):
