@@ -6,6 +6,10 @@ Units: seconds for times, tokens for token counts, US dollars for cost (0 for lo
 infrastructure_error, bug); ``error`` holds the message of an error outcome (a bug's with its
 traceback) and, for a finished unit, what stopped it short (a model error, a patch that does
 not apply, a test timeout).
+
+Every Parquet table raydist builds from row dicts (these two, ``variants.parquet`` and
+``completions.parquet``) goes through :func:`table_from_rows`, which refuses a key that has no
+column rather than dropping it.
 """
 
 from __future__ import annotations
@@ -87,6 +91,7 @@ RUNS_SCHEMA = pa.schema(
         pa.field("finished_at", pa.string()),
     ]
 )
+
 
 def table_from_rows(rows: Iterable[Mapping], schema: pa.Schema, table: str) -> pa.Table:
     """``rows`` (dicts) as a table of ``schema``, in order; ``table`` names it in errors
