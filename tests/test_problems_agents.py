@@ -7,7 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import random
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import pytest
@@ -548,6 +548,17 @@ def test_variants_table_round_trip(tmp_path, problem):
 
 def test_schema_columns_are_the_variant_fields_in_order():
     assert VARIANTS_SCHEMA.names == [f.name for f in fields(Variant)]
+
+
+def test_a_variant_field_without_a_column_is_refused_naming_it():
+    @dataclass(frozen=True)
+    class Reviewed(Variant):
+        reviewer: str = "ana"
+
+    with pytest.raises(ValueError) as caught:
+        variants_table([Reviewed("v", "s", "humaneval", 0, "gen", "x")])
+    assert str(caught.value) == ("variants.parquet row 0 has key(s) 'reviewer', which are no columns of "
+                                 "variants.parquet; the columns are " + ", ".join(VARIANTS_SCHEMA.names))
 
 
 def test_human_check_csv_has_n_accepted_pairs_and_empty_reviewer_columns(tmp_path, problem):

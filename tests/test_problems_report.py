@@ -1,15 +1,16 @@
 """The §3.3 collision and §4.5 stability sections of a DyCodeEval launch's summary, computed
-from variant and completion records (pure: no Docker, no Ray, no model). Expected values are
-worked out by hand in the comments."""
+from variant and completion records (pure: no Docker, no Ray, no model), and the files the
+report phase writes. Expected values are worked out by hand in the comments."""
 
 from __future__ import annotations
 
 import math
 
+import pyarrow.parquet as pq
 import pytest
 
-from raydist.problems.report import collision_markdown, stability_markdown
-from raydist.problems.summary import collision_numbers, stability_numbers
+from raydist.problems.report import COMPLETIONS_SCHEMA, collision_markdown, completions_table, stability_markdown
+from raydist.problems.summary import collision_numbers, completion_rows, stability_numbers
 
 
 def variant(seed_id, g, scenario, prompt, accepted=False, canonical=None):
@@ -159,6 +160,54 @@ def test_a_canonical_check_is_kept_only_for_the_variant_it_checked(tmp_path):
     RecordStore(tmp_path / "checks").put("v2", {"digest": "stale", "canonical_passed": True})
     later = validate(job, Generated((checked, rewritten), None), None, run=False)
     assert [v.canonical_passed for v in later.variants] == [True, None]
+
+
+COMPLETION = {"model": "m", "item_id": "v1", "seed_id": "HumanEval/0", "variant_id": "v1", "n": 2, "error": None,
+              "samples": [{"passed": True, "status": "passed", "seconds": 0.5, "solution": "return 1"},
+                          {"passed": False, "status": "failed", "seconds": 1.25, "solution": "return 2"}]}
+COMPLETION_ROWS = [
+    {"model": "m", "item_id": "v1", "seed_id": "HumanEval/0", "variant_id": "v1", "sample": 0, "passed": True,
+     "status": "passed", "seconds": 0.5, "solution": "return 1", "error": None},
+    {"model": "m", "item_id": "v1", "seed_id": "HumanEval/0", "variant_id": "v1", "sample": 1, "passed": False,
+     "status": "failed", "seconds": 1.25, "solution": "return 2", "error": None},
+]
+
+
+def test_a_completion_row_with_a_key_the_table_lacks_is_refused_naming_it():
+    rows = completion_rows([COMPLETION])
+    rows[1] = rows[1] | {"tokens": 17}
+    with pytest.raises(ValueError) as caught:
+        completions_table(rows)
+    assert str(caught.value) == ("completions.parquet row 1 has key(s) 'tokens', which are no columns of "
+                                 "completions.parquet; the columns are " + ", ".join(COMPLETIONS_SCHEMA.names))
+
+
+def test_the_report_replaces_its_files_whole_with_exact_tables_and_leaves_no_temporary_file(tmp_path):
+    from raydist.problems import load_seeds
+    from raydist.problems.config import Analysis, Evaluation, ProblemsSettings
+    from raydist.problems.generate import Variant, variants_from_table
+    from raydist.problems.job import ProblemsJob
+    from raydist.problems.phases import Executed, Generated, Seeds, Validated
+    from raydist.problems.report import report
+    from raydist.problems.summary import metrics
+
+    settings = ProblemsSettings(benchmark={"name": "humaneval", "dataset": "humaneval"},
+                                evaluation=Evaluation(models=["m"], n=2, k=[1]),
+                                analysis=Analysis(human_check=0, baselines=[]))
+    job = ProblemsJob(settings=settings, run_dir=tmp_path, cache_dir=tmp_path)
+    seed_set = Seeds(tuple(load_seeds("humaneval", ids=["HumanEval/0"])))
+    variant = Variant("v1", "HumanEval/0", "humaneval", 0, "gen", "x", contexts={"numbers": "prices"}, prompt="p",
+                      tests=("assert f() == 1",))
+    validated = Validated((variant,))
+    numbers = metrics(job, seed_set, Generated((variant,), None), validated, Executed((COMPLETION,)))
+    (tmp_path / "summary.md").write_text("old\n" * 100)
+    with (tmp_path / "summary.md").open("rb") as reader:  # opened before the report, as by a viewer
+        written = report(job, seed_set, validated, numbers)
+        assert reader.read() == b"old\n" * 100  # a write in place would truncate it under the reader
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["completions.parquet", "summary.md", "variants.parquet"]
+    assert (tmp_path / "summary.md").read_text() == written.text
+    assert pq.read_table(tmp_path / "completions.parquet").to_pylist() == COMPLETION_ROWS
+    assert variants_from_table(pq.read_table(tmp_path / "variants.parquet")) == [variant]
 
 
 MBPP_FILE = __import__("pathlib").Path(__file__).resolve().parents[1].parent / "shared/data/mbpp/sanitized-mbpp.json"

@@ -142,6 +142,21 @@ def test_round_trip_through_each_format(tmp_path, suffix):
     assert load_instances(str(path)) == instances
 
 
+@pytest.mark.parametrize("suffix", ["jsonl", "json", "parquet"])
+def test_a_rewrite_replaces_the_file_whole_and_leaves_no_temporary_file(tmp_path, suffix):
+    instances = load_instances("builtin")
+    path = tmp_path / f"set.{suffix}"
+    path.write_text("old\n" * 1000)
+    with path.open("rb") as reader:  # opened before the rewrite, as by a concurrent load
+        write_instances(instances[:2], path)
+        assert reader.read() == b"old\n" * 1000  # a write in place would truncate it under the reader
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
+    assert load_instances(str(path)) == instances[:2]
+    if suffix == "jsonl":
+        assert path.read_text(encoding="utf-8") == "".join(
+            json.dumps(i.to_record(), ensure_ascii=False) + "\n" for i in instances[:2])
+
+
 def test_unavailable_hf_dataset_is_named(tmp_path):
     import os
     import subprocess

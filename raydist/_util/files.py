@@ -8,9 +8,12 @@ import os
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, TYPE_CHECKING, Any, Iterator
 
-__all__ = ["atomic_write_bytes", "atomic_write_json", "atomic_write_text", "temporary_beside"]
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["atomic_write_bytes", "atomic_write_json", "atomic_write_parquet", "atomic_write_text", "temporary_beside"]
 
 
 @contextmanager
@@ -49,3 +52,15 @@ def atomic_write_json(path: str | Path, value: Any, *, indent: int | None = None
     """Replace ``path`` by the JSON of ``value`` (sorted keys, UTF-8, non-ASCII kept), at once.
     Raises ``TypeError`` for a value JSON cannot hold, ``OSError`` for the write."""
     atomic_write_text(path, json.dumps(value, sort_keys=True, indent=indent, ensure_ascii=False), mode=mode)
+
+
+def atomic_write_parquet(path: str | Path, table: pa.Table, *, mode: int = 0o644) -> None:
+    """Replace ``path`` by ``table`` as Parquet, at once. Raises ``OSError``, or what
+    ``pyarrow.parquet.write_table`` raises for a table Parquet cannot hold (e.g. a null in a
+    non-nullable column); ``path`` is untouched then."""
+    import pyarrow.parquet as pq  # pyarrow loads only for the callers that write tables
+
+    with temporary_beside(path, mode) as (handle, tmp):
+        pq.write_table(table, handle)
+        handle.flush()
+        os.replace(tmp, path)

@@ -12,6 +12,7 @@ accepted pairs for the manual check of Appendix D.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import random
 from collections.abc import Sequence
@@ -20,11 +21,13 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from raydist._util.files import atomic_write_text
 from raydist._util.hashing import stable_hash
 from raydist.problems.agents import DycPrompts, Rejected, generate_contexts, rewrite_prompt, validate
 from raydist.problems.llm import LLM, LLMCallFailed
 from raydist.problems.seeds import Problem
 from raydist.problems.types import infer_parameter_types
+from raydist.results.schema import table_from_rows
 
 __all__ = ["HUMAN_CHECK_COLUMNS", "VARIANTS_SCHEMA", "Variant", "export_for_human_check", "generate_variant",
            "variant_id", "variants_from_table", "variants_table"]
@@ -153,10 +156,12 @@ parameter order, ``tests`` a list."""
 
 
 def variants_table(variants: Sequence[Variant]) -> pa.Table:
-    """``variants`` as a table of ``VARIANTS_SCHEMA``, in the given order."""
+    """``variants`` as a table of ``VARIANTS_SCHEMA``, in the given order.
+
+    Raises ``ValueError`` (``table_from_rows``) when ``Variant`` has a field the schema lacks."""
     rows = [asdict(variant) | {"contexts": list(variant.contexts.items()), "tests": list(variant.tests)}
             for variant in variants]
-    return pa.Table.from_pylist(rows, schema=VARIANTS_SCHEMA)
+    return table_from_rows(rows, VARIANTS_SCHEMA, "variants.parquet")
 
 
 def variants_from_table(table: pa.Table) -> list[Variant]:
@@ -183,7 +188,8 @@ def export_for_human_check(variants: Sequence[Variant], n: int, seed: int, path:
     The sample is ``random.Random(seed).sample`` of the accepted variants sorted by
     ``variant_id``, so it does not depend on the input order. Columns are
     ``HUMAN_CHECK_COLUMNS``: ``contexts`` as a JSON object, ``semantic`` / ``consistent`` the
-    validator's verdicts, ``human_verdict`` and ``human_note`` empty.
+    validator's verdicts, ``human_verdict`` and ``human_note`` empty. The file is replaced at
+    once (``atomic_write_text``).
 
     Returns:
         ``path``.
@@ -194,12 +200,13 @@ def export_for_human_check(variants: Sequence[Variant], n: int, seed: int, path:
     accepted = sorted((v for v in variants if v.accepted), key=lambda v: v.variant_id)
     if n < 1 or n > len(accepted):
         raise ValueError(f"cannot sample {n} pairs for the human check from {len(accepted)} accepted variant(s)")
+    out = io.StringIO(newline="")
+    writer = csv.writer(out)
+    writer.writerow(HUMAN_CHECK_COLUMNS)
+    for v in random.Random(seed).sample(accepted, n):
+        writer.writerow([v.variant_id, v.seed_id, v.seed_prompt, v.prompt, v.scenario,
+                         json.dumps(v.contexts, ensure_ascii=False), v.semantic_verdict,
+                         v.consistency_verdict, "", ""])
     path = Path(path)
-    with path.open("w", encoding="utf-8", newline="") as out:
-        writer = csv.writer(out)
-        writer.writerow(HUMAN_CHECK_COLUMNS)
-        for v in random.Random(seed).sample(accepted, n):
-            writer.writerow([v.variant_id, v.seed_id, v.seed_prompt, v.prompt, v.scenario,
-                             json.dumps(v.contexts, ensure_ascii=False), v.semantic_verdict,
-                             v.consistency_verdict, "", ""])
+    atomic_write_text(path, out.getvalue())
     return path

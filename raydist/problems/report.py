@@ -13,14 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from raydist._util.files import atomic_write_parquet, atomic_write_text
 from raydist.problems.generate import export_for_human_check, variants_table
 from raydist.problems.job import ProblemsJob
 from raydist.problems.phases import Seeds, Validated
 from raydist.problems.summary import Metrics
+from raydist.results.schema import table_from_rows
 
-__all__ = ["COMPLETIONS_SCHEMA", "Report", "collision_markdown", "diversity_markdown", "report",
+__all__ = ["COMPLETIONS_SCHEMA", "Report", "collision_markdown", "completions_table", "diversity_markdown", "report",
            "stability_markdown", "summary_markdown"]
 
 COMPLETIONS_SCHEMA = pa.schema([
@@ -35,6 +36,16 @@ COMPLETIONS_SCHEMA = pa.schema([
     pa.field("solution", pa.string()),
     pa.field("error", pa.string()),
 ])
+"""One row per sample (``raydist.problems.summary.completion_rows``)."""
+
+
+def completions_table(rows) -> pa.Table:
+    """``rows`` (``completion_rows`` dicts) as a table of ``COMPLETIONS_SCHEMA``, in order; a
+    nullable column a row lacks is null.
+
+    Raises ``ValueError`` (``table_from_rows``) naming a key that is no column, or a required
+    column a row lacks."""
+    return table_from_rows(rows, COMPLETIONS_SCHEMA, "completions.parquet")
 
 
 @dataclass(frozen=True)
@@ -45,10 +56,11 @@ class Report:
 
 
 def report(job: ProblemsJob, seed_set: Seeds, validated: Validated, result: Metrics) -> Report:
-    """Write the tables and ``summary.md`` into the run directory and print the summary."""
+    """Write the tables and ``summary.md`` into the run directory (each file at once: a reader
+    sees the previous launch's file or this one's) and print the summary."""
     run_dir, numbers = job.run_dir, result.numbers
-    pq.write_table(variants_table(list(validated.variants)), run_dir / "variants.parquet")
-    pq.write_table(pa.Table.from_pylist(list(result.rows), schema=COMPLETIONS_SCHEMA), run_dir / "completions.parquet")
+    atomic_write_parquet(run_dir / "variants.parquet", variants_table(list(validated.variants)))
+    atomic_write_parquet(run_dir / "completions.parquet", completions_table(result.rows))
     gen = job.generation
     text = summary_markdown(job.dataset, gen.model, gen.variants_per_seed, list(job.evaluation.k), numbers)
     accepted = [v for v in validated.variants if v.accepted and v.canonical_passed]
@@ -58,7 +70,7 @@ def report(job: ProblemsJob, seed_set: Seeds, validated: Validated, result: Metr
     text += diversity_markdown(list(job.analysis.baselines), list(seed_set.problems), accepted)
     text += collision_markdown(numbers["collision"])
     text += stability_markdown(numbers["stability"])
-    (run_dir / "summary.md").write_text(text)
+    atomic_write_text(run_dir / "summary.md", text)
     print(text, flush=True)
     return Report(text)
 

@@ -6,11 +6,15 @@ Units: seconds for times, tokens for token counts, US dollars for cost (0 for lo
 infrastructure_error, bug); ``error`` holds the message of an error outcome (a bug's with its
 traceback) and, for a finished unit, what stopped it short (a model error, a patch that does
 not apply, a test timeout).
+
+Every Parquet table raydist builds from row dicts (these two, ``variants.parquet`` and
+``completions.parquet``) goes through :func:`table_from_rows`, which refuses a key that has no
+column rather than dropping it.
 """
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Iterable, Mapping
 
 import pyarrow as pa
 
@@ -88,6 +92,29 @@ RUNS_SCHEMA = pa.schema(
     ]
 )
 
+
+def table_from_rows(rows: Iterable[Mapping], schema: pa.Schema, table: str) -> pa.Table:
+    """``rows`` (dicts) as a table of ``schema``, in order; ``table`` names it in errors
+    (e.g. ``"steps.parquet"``). A key a row lacks is a null, as ``pa.Table.from_pylist`` makes
+    it, which only the nullable columns accept.
+
+    Raises ``ValueError`` naming the table, the offending key and the columns when a row has a
+    key that is no column (``from_pylist`` alone would drop its value without a word), or lacks
+    a value for a non-nullable column (which Parquet would refuse later without naming the row)."""
+    rows = list(rows)
+    columns = set(schema.names)
+    required = [f.name for f in schema if not f.nullable]
+    for index, row in enumerate(rows):
+        unknown = sorted(set(row) - columns)
+        if unknown:
+            raise ValueError(f"{table} row {index} has key(s) {', '.join(map(repr, unknown))}, which are no "
+                             f"columns of {table}; the columns are {', '.join(schema.names)}")
+        missing = [name for name in required if row.get(name) is None]
+        if missing:
+            raise ValueError(f"{table} row {index} lacks required column(s) {', '.join(map(repr, missing))}")
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
 _DEFAULTS = {"resolved": False}
 
 #: Keys a row produced by ``raydist.cluster.unit.execute_unit`` carries besides the columns:
@@ -148,18 +175,18 @@ _UNIT_FIELDS = ("key", "instance_id", "model", "agent", "level", "seed")
 
 
 def step_rows(row: Mapping, records) -> list[dict]:
-    """The ``STEPS_SCHEMA`` rows of one unit: each of ``records`` (``ViewEnvironment.steps``
-    dicts) with the unit fields of ``row`` prefixed and unknown keys dropped.
+    """The rows of one unit for ``steps.parquet``: each of ``records`` (``ViewEnvironment.steps``
+    dicts) with the unit fields of ``row`` added. Every key of a record is kept, so that
+    :func:`table_from_rows` refuses one that is no column of ``STEPS_SCHEMA``.
 
-    Raises ``KeyError`` naming a missing non-nullable field."""
+    Raises ``ValueError`` naming a key of a record that is one of the unit fields (the row's
+    value would replace the record's without a word)."""
+    unit = {name: row.get(name) for name in _UNIT_FIELDS}
     out = []
     for record in records:
-        merged = {**record, **{name: row.get(name) for name in _UNIT_FIELDS}}
-        step = {}
-        for field in STEPS_SCHEMA:
-            value = merged.get(field.name)
-            if value is None and not field.nullable:
-                raise KeyError(f"step record lacks required field {field.name!r}")
-            step[field.name] = value
-        out.append(step)
+        shadowed = sorted(set(record) & set(_UNIT_FIELDS))
+        if shadowed:
+            raise ValueError(f"step record {record.get('step')!r} has key(s) {', '.join(map(repr, shadowed))}, "
+                             f"which the unit's row gives; a step record carries only its command's fields")
+        out.append(unit | dict(record))
     return out

@@ -20,9 +20,9 @@ from typing import Iterable, Mapping
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from raydist._util.files import atomic_write_text, temporary_beside
+from raydist._util.files import atomic_write_parquet, atomic_write_text, temporary_beside
 from raydist.outcomes import OUTCOMES, retryable
-from raydist.results.schema import RUNS_SCHEMA, STEPS_SCHEMA, normalise_row, step_rows
+from raydist.results.schema import RUNS_SCHEMA, STEPS_SCHEMA, normalise_row, step_rows, table_from_rows
 
 
 class ResultStore:
@@ -93,11 +93,14 @@ class ResultStore:
         earlier attempt of the unit, so the steps on disk are always the row's own.
 
         Raises ``OSError`` (e.g. ENOSPC for a full disk) with the path in the message; the
-        rows already written are untouched. Raises ``KeyError`` naming a missing field."""
-        table = pa.Table.from_pylist([normalise_row(row)], schema=RUNS_SCHEMA)
+        rows already written are untouched. Raises ``KeyError`` naming a missing field or a key
+        that is no column of the row (``normalise_row``), ``ValueError`` naming a key of a step
+        record that is no column of ``steps.parquet`` or a required one it lacks
+        (``table_from_rows``); nothing is written then."""
+        table = table_from_rows([normalise_row(row)], RUNS_SCHEMA, "runs.parquet")
         steps = step_rows(row, row.get("step_records") or ())
         if steps:
-            _durable_write(pa.Table.from_pylist(steps, schema=STEPS_SCHEMA), self.steps_path(row["key"]), "steps")
+            _durable_write(table_from_rows(steps, STEPS_SCHEMA, "steps.parquet"), self.steps_path(row["key"]), "steps")
         else:
             self.steps_path(row["key"]).unlink(missing_ok=True)
         return _durable_write(table, self.row_path(row["key"]), "result row")
@@ -111,12 +114,13 @@ class ResultStore:
         which the official harness takes as is (``python -m swebench.harness.run_evaluation
         --predictions_path ...``; it keys predictions by instance_id, so views must not share a
         file). Their ``model_name_or_path`` names the view, so harness logs do not collide.
-        Returns the runs table."""
+        Returns the runs table. Raises ``ValueError`` naming the key when a stored row or step
+        has a column the schema lacks (a file of an older schema): it is refused, not dropped."""
         rows = [r for r in (self.read_row(k) for k in keys) if r is not None]
-        table = pa.Table.from_pylist(rows, schema=RUNS_SCHEMA)
-        _atomic_write_parquet(table, self.run_dir / "runs.parquet")
+        table = table_from_rows(rows, RUNS_SCHEMA, "runs.parquet")
+        atomic_write_parquet(self.run_dir / "runs.parquet", table)
         steps = [s for r in rows for s in (self.read_steps(r["key"]) or [])]
-        _atomic_write_parquet(pa.Table.from_pylist(steps, schema=STEPS_SCHEMA), self.run_dir / "steps.parquet")
+        atomic_write_parquet(self.run_dir / "steps.parquet", table_from_rows(steps, STEPS_SCHEMA, "steps.parquet"))
         preds = [
             {
                 "instance_id": r["instance_id"],
@@ -152,13 +156,6 @@ def _durable_write(table: pa.Table, final: Path, what: str) -> Path:
     except OSError as exc:
         raise OSError(exc.errno, f"could not write {what} {final}: {exc.strerror}") from exc
     return final
-
-
-def _atomic_write_parquet(table: pa.Table, path: Path) -> None:
-    with temporary_beside(path) as (fh, tmp):
-        pq.write_table(table, fh)
-        fh.flush()
-        os.replace(tmp, path)
 
 
 class RunDirBusy(RuntimeError):

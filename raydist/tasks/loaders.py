@@ -12,6 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from raydist._util.files import atomic_write_parquet, atomic_write_text
 from raydist.tasks.records import instance_from_record
 from raydist.tasks.schema import Instance, MalformedInstance
 
@@ -152,14 +153,16 @@ def write_instances(instances: Sequence[Instance], path: str | Path) -> Path:
     """Write ``to_record()`` of each instance as ``.jsonl``, ``.json`` or ``.parquet`` (by suffix).
 
     The file reads back with :func:`load_instances` into equal instances (except that
-    Parquet cannot keep a ``None`` inside ``extra``). Raises ``ValueError`` for another suffix.
+    Parquet cannot keep a ``None`` inside ``extra``). It is replaced at once (a reader, or a
+    write that fails half-way, never leaves part of it). Raises ``ValueError`` for another
+    suffix, ``OSError`` for the write.
     """
     path = Path(path)
     records = [instance.to_record() for instance in instances]
     if path.suffix == ".jsonl":
-        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+        atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
     elif path.suffix == ".json":
-        path.write_text(json.dumps(records, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        atomic_write_text(path, json.dumps(records, ensure_ascii=False, indent=1) + "\n")
     elif path.suffix == ".parquet":
         _write_parquet(records, path)
     else:
@@ -169,9 +172,8 @@ def write_instances(instances: Sequence[Instance], path: str | Path) -> Path:
 
 def _write_parquet(records: list[dict], path: Path) -> None:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     # Columns are the union of all records' fields; pyarrow infers each column's type.
     names = list(dict.fromkeys(key for record in records for key in record))
     table = pa.table({name: pa.array([record.get(name) for record in records]) for name in names})
-    pq.write_table(table, path)
+    atomic_write_parquet(path, table)
