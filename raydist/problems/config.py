@@ -190,11 +190,11 @@ class ProblemsSettings(_Section):
     """Folder of the LLM answer cache (``<cache_dir>/problems/llm``), shared by every launch."""
     output_root: str = "runs"
     """Folder of the run directories (``<output_root>/problems/<benchmark>/<generator>``)."""
-    benchmark: dict = Field(default_factory=dict, strict=False)
+    benchmark: dict = Field(default_factory=lambda: shared_defaults("benchmark"), strict=False)
     """The benchmark group (``conf/benchmark``): name, kind, dataset, source, ids, limit."""
-    sandbox: dict = Field(default_factory=dict, strict=False)
+    sandbox: dict = Field(default_factory=lambda: shared_defaults("sandbox"), strict=False)
     """The sandbox group (``conf/sandbox``): docker_host, base_image..."""
-    cluster: dict = Field(default_factory=dict, strict=False)
+    cluster: dict = Field(default_factory=lambda: shared_defaults("cluster"), strict=False)
     """The cluster group (``conf/cluster``): Ray address, max_concurrency, cpus_per_unit."""
     local_models: dict = Field(default_factory=dict, strict=False)
     """Models raydist serves itself (``conf/local_models.yaml``)."""
@@ -208,12 +208,27 @@ class ProblemsSettings(_Section):
 
 
 SECTIONS = ("generation", "evaluation", "execution", "requests", "analysis")
+SHARED_GROUPS = ("benchmark", "sandbox", "cluster")
+
+
+def shared_defaults(group: str) -> dict:
+    """The defaults of a config group both launchers compose (``SHARED_GROUPS``): the fields of
+    its node in the main job's schema (``raydist.driver.config``), so the group's files only
+    select and override. A field the group must give (a benchmark's ``name``) is left out."""
+    from omegaconf import OmegaConf
+
+    from raydist.driver.config import LaunchConfig
+
+    node = OmegaConf.structured(LaunchConfig)[group]
+    data = OmegaConf.to_container(node)
+    return {key: value for key, value in data.items() if not OmegaConf.is_missing(node, key)}
 
 
 def defaults() -> dict:
-    """The problems-only settings with their defaults, as the plain data Hydra's ConfigStore holds."""
-    return ProblemsSettings().model_dump(mode="json", include={"pipeline", *SECTIONS, "data_root", "cache_dir",
-                                                                 "output_root"})
+    """The problems settings with their defaults (the shared groups' from the main job's schema),
+    as the plain data Hydra's ConfigStore holds."""
+    return ProblemsSettings().model_dump(mode="json", include={"pipeline", *SECTIONS, *SHARED_GROUPS, "data_root",
+                                                                 "cache_dir", "output_root"})
 
 
 def register() -> None:
