@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 
 import raydist.launch  # noqa: F401 - registers the schema and the resolvers
 from raydist.agents.settings import AgentSettings
@@ -48,11 +49,13 @@ def test_the_defaults_are_the_values_that_ran_before_one_source_held_them():
     assert (AgentSettings().step_limit, AgentSettings().output_limit_chars) == (6, 2500)
 
 
-def test_the_group_files_shared_with_the_problems_launcher_agree_with_the_schema():
-    docker = yaml.safe_load((CONF / "sandbox" / "docker.yaml").read_text())
-    assert docker["limits"] == asdict(Limits())
-    local = yaml.safe_load((CONF / "cluster" / "local.yaml").read_text())
-    assert local == {f.name: getattr(ClusterConfig(), f.name) for f in fields(ClusterConfig)}
+@pytest.mark.parametrize("group", ["sandbox", "cluster"])
+def test_the_problems_launcher_composes_the_shared_groups_to_the_main_schema_values(group):
+    import raydist.problems.launch  # noqa: F401 - registers problems_defaults
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        problems = compose("problems")
+    assert OmegaConf.to_container(problems[group]) == OmegaConf.to_container(composed()[group])
 
 
 def test_a_docker_size_that_is_no_size_is_refused_naming_the_key():

@@ -171,7 +171,7 @@ def _unit(instance_id="x") -> RunUnit:
 
 def _settings(**extra) -> UnitSettings:
     return UnitSettings(agent_kind="null", agent_settings={}, view_options={}, cache_dir="/nonexistent",
-                        run_dir="/nonexistent", **extra)
+                        run_dir="/nonexistent", network="none", grading_timeout_s=60, **extra)
 
 
 def test_an_exception_raised_by_raydist_itself_is_a_bug_with_its_traceback():

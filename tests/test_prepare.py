@@ -220,7 +220,7 @@ def test_an_l1_paraphrase_request_gets_time_for_its_token_budget(slow_model, tmp
     server.tokens_per_s = budget  # the paraphrase takes 1 s
     record = run_preparation(PrepTask(HUMANIZE.instance_id, 0, "L1"), HUMANIZE,
                              timed_options(budget, 1 / 5, l1_attempts=1), endpoint=slow_endpoint(api_base),
-                             cache_dir=str(tmp_path))
+                             cache_dir=str(tmp_path), grading_timeout_s=60)
     (entry,) = record["history"]
     assert (entry["error"], entry["candidate"], entry["rejected"]) == (None, "hello", "form")
     assert server.budgets == [budget]
@@ -235,7 +235,8 @@ def test_an_l1_request_on_a_server_slower_than_the_rate_is_a_preparation_error(s
     server.tokens_per_s = budget
     with pytest.raises(PreparationError, match="every LLM call failed; last: ModelUnreachable: .*Timeout"):
         run_preparation(PrepTask(HUMANIZE.instance_id, 0, "L1"), HUMANIZE, timed_options(budget, 4, l1_attempts=1),
-                        endpoint=slow_endpoint(api_base), cache_dir=str(tmp_path))
+                        endpoint=slow_endpoint(api_base), cache_dir=str(tmp_path),
+                        grading_timeout_s=60)
 
 
 def test_an_l4_rewrite_request_gets_time_for_its_token_budget(slow_model, tmp_path):

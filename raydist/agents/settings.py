@@ -5,43 +5,48 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from raydist.prompts import DEFAULT_PROMPTS_DIR, read_templates
+from raydist.prompts import read_templates
 
 PROMPT_FILES = ("system", "instance", "observation", "format_error")
 
 
 @dataclass(frozen=True)
 class AgentSettings:
-    """Limits and decoding settings of one agent run.
+    """Limits and decoding settings of one agent run: the one place their defaults live.
 
-    Attributes:
-        step_limit: most model calls (0 = none).
-        cost_limit: stop once the cost in USD exceeds this (0 = none).
-        wall_time_limit_s: stop after this many seconds, checked between steps (0 = none).
-        command_timeout_s: each command is killed after this many seconds.
-        output_limit_chars: each observation keeps at most this many characters (head and tail).
-        grammar: constrain decoding to the action format (local servers only).
-        temperature: sampling temperature.
-        max_tokens: completion tokens per model call.
-        prompts_dir: folder with system.j2, instance.j2, observation.j2, format_error.j2;
-            relative paths are resolved against the raydist checkout.
-        model_retries: attempts per model call when the server is unreachable or overloaded.
-        request_timeout_s: seconds one model call may take before it counts as failed.
-        cwd: the repository directory inside the sandbox.
+    The defaults suit the embedded 270M model on a 2-core machine (the default main job runs
+    in minutes); for a capable hosted model raise the limits, e.g. agents.miniswe.step_limit=100.
+    ``raydist.driver.config.default_agents`` writes the fields an agent kind uses into its
+    ``agents`` entry, and the unit key hashes that entry as JSON: 600 and 600.0 hash apart, so
+    a whole-number default stays written as a whole number.
     """
 
     step_limit: int = 6
+    """Most model calls (0 = none)."""
     cost_limit: float = 3.0
-    wall_time_limit_s: float = 600.0
-    command_timeout_s: float = 60.0
+    """Stop once the cost in USD exceeds this (0 = none)."""
+    wall_time_limit_s: float = 600
+    """Stop after this many seconds, checked between steps (0 = none)."""
+    command_timeout_s: float = 60
+    """Each command is killed after this many seconds."""
     output_limit_chars: int = 2500
+    """Each observation keeps at most this many characters (head and tail)."""
     grammar: bool = True
+    """Constrain local decoding to the action format (llama.cpp grammar / vLLM guided decoding);
+    hosted models ignore it."""
     temperature: float = 0.0
+    """Sampling temperature."""
     max_tokens: int = 192
-    prompts_dir: str = str(DEFAULT_PROMPTS_DIR)
+    """Completion tokens per model call."""
+    prompts_dir: str = "conf/prompts"
+    """Folder with system.j2, instance.j2, observation.j2, format_error.j2; a relative path is
+    taken from the raydist package folder (``raydist.prompts.resolve_prompts_dir``)."""
     model_retries: int = 3
+    """Attempts per model call when the server is unreachable or overloaded (part of no key)."""
     request_timeout_s: float = 120.0
+    """Seconds one model call may take before it counts as failed (part of no key)."""
     cwd: str = "/testbed"
+    """The repository directory inside the sandbox."""
 
     def __post_init__(self):
         for f in fields(self):

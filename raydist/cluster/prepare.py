@@ -173,13 +173,12 @@ def view_model_complete(endpoint, options: ViewOptions) -> Complete:
                             min_tokens_per_s=options.request_min_tokens_per_s)
 
 
-def run_preparation(task: PrepTask, instance, options: ViewOptions, *, endpoint=None, docker_host=None,
-                    base_image=None, cache_dir: str, limits: Mapping | None = None,
-                    grading_timeout_s: float = 900) -> dict:
+def run_preparation(task: PrepTask, instance, options: ViewOptions, *, cache_dir: str, grading_timeout_s: float,
+                    endpoint=None, docker_host=None, base_image=None, limits: Mapping | None = None) -> dict:
     """Compute one preparation record (plain Python; the Ray task in ``runner`` calls it).
 
     ``endpoint`` is the view model's ``ModelEndpoint`` (None: L4 uses only the deterministic
-    rewriter; L1 cannot run). Raises ``PreparationError`` for infrastructure failures and
+    rewriter; L1 cannot run); ``grading_timeout_s`` bounds each L4 test-gate run. Raises ``PreparationError`` for infrastructure failures and
     ``ValueError`` when L1 has no model.
     """
     complete = None if endpoint is None else view_model_complete(endpoint, options)

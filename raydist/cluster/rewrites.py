@@ -31,7 +31,7 @@ def prepare_rewrites(instance, seed: int, repo: RepoFiles, options: ViewOptions,
         raise PreparationError(f"L4 of {instance.instance_id!r}: {exc}") from exc
 
 
-def docker_gate(client, instance, image_tag: str, repo: RepoFiles, *, limits=None, timeout: float = 900) -> Gate:
+def docker_gate(client, instance, image_tag: str, repo: RepoFiles, *, timeout: float, limits=None) -> Gate:
     """The L4 test gate in ``instance``'s container (§III-E): the rewritten files are applied
     as a patch, the test patch is applied and ``test_cmd`` runs; it passes when every
     PASS_TO_PASS test passes and every FAIL_TO_PASS test still fails (the rewrite must

@@ -27,18 +27,20 @@ IGNORED = ("__pycache__/", "*.pyc", ".pytest_cache/", "*.egg-info/", ".mypy_cach
 
 @dataclass(frozen=True)
 class UnitSettings:
-    """Everything a unit needs besides the unit, the instance and the model endpoint."""
+    """Everything a unit needs besides the unit, the instance and the model endpoint. The
+    sandbox fields are the launch's ``sandbox`` settings (``raydist.driver.config.SandboxConfig``
+    holds their defaults); ``limits`` are ``raydist.sandbox.Limits`` fields, {} for its defaults."""
 
     agent_kind: str  # "llm" | "oracle" | "null"
     agent_settings: dict
     view_options: dict
     cache_dir: str
     run_dir: str
+    network: str
+    grading_timeout_s: float
     docker_host: str | None = None
     base_image: str | None = None
-    network: str = "none"
     limits: dict = field(default_factory=dict)
-    grading_timeout_s: float = 900.0
 
 
 class UnitInputError(InputError):

@@ -30,6 +30,29 @@ _VIEW, _LIMITS, _RAY, _RETRY = ViewOptions(), Limits(), RayOptions(), RetryPolic
 
 AGENT_KINDS = ("llm", "oracle", "null")
 
+#: The ``AgentSettings`` fields an agent entry of each kind writes out. The unit key hashes the
+#: entry as composed (``raydist.cluster.plan.unit_config_hash``), so these names (not their
+#: values, which are ``AgentSettings``' defaults) decide the keys of the default agents.
+ENTRY_FIELDS = {
+    "llm": ("step_limit", "cost_limit", "wall_time_limit_s", "command_timeout_s", "output_limit_chars",
+            "temperature", "max_tokens", "grammar", "prompts_dir"),
+    "oracle": ("command_timeout_s",),
+    "null": ("command_timeout_s",),
+}
+
+#: The agents every launch knows, by name: their kind.
+DEFAULT_AGENTS = {"miniswe": "llm", "oracle": "oracle", "null": "null"}
+
+
+def default_agents() -> dict:
+    """``agents`` of the schema: each of ``DEFAULT_AGENTS`` as ``kind`` plus the
+    ``ENTRY_FIELDS`` of its kind at ``AgentSettings``' defaults."""
+    from raydist.agents.settings import AgentSettings
+
+    settings = AgentSettings()
+    return {name: {"kind": kind, **{f: getattr(settings, f) for f in ENTRY_FIELDS[kind]}}
+            for name, kind in DEFAULT_AGENTS.items()}
+
 
 class ConfigError(ValueError):
     """A setting that is not allowed; the message names the key and what it accepts."""
@@ -186,8 +209,9 @@ class LaunchConfig:
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     resume: ResumeConfig = field(default_factory=ResumeConfig)
-    agents: Dict[str, Any] = field(default_factory=dict)
-    """Named agents: ``kind`` (llm, oracle, null) plus fields of ``raydist.agents.AgentSettings``."""
+    agents: Dict[str, Any] = field(default_factory=default_agents)
+    """Named agents: ``kind`` (llm, oracle, null) plus fields of ``raydist.agents.AgentSettings``;
+    ``miniswe`` (mini-swe-agent), ``oracle`` and ``null`` by default (``default_agents``)."""
     local_models: Dict[str, Any] = field(default_factory=dict)
     """Models raydist serves itself (``raydist.cluster.serving.serve_model``), by name."""
     data_root: str = "${oc.env:RAYDIST_DATA_ROOT,../shared/data}"

@@ -73,7 +73,7 @@ class GradeResult:
 
 
 def grade(client: docker.DockerClient, instance, image_tag: str, model_patch: str, *,
-          timeout: float = 900, limits: Limits | None = None) -> GradeResult:
+          timeout: float, limits: Limits | None = None) -> GradeResult:
     """Grade ``model_patch`` (a unified diff in original coordinates) for ``instance`` in a
     fresh container from ``image_tag``; ``timeout`` bounds the test run, in seconds.
 

@@ -186,17 +186,17 @@ class ProblemsSettings(_Section):
     """Model request time limits."""
     analysis: Analysis = Analysis()
     """Extra tables."""
-    data_root: str = "${oc.env:RAYDIST_DATA_ROOT,../shared/data}"
+    data_root: str = Field(default_factory=lambda: launch_default("data_root"))
     """Folder of shared reference data (MBPP's file); an interpolation Hydra resolves."""
-    cache_dir: str = "${oc.env:RAYDIST_CACHE_DIR,${oc.env:HOME}/.cache/raydist}"
+    cache_dir: str = Field(default_factory=lambda: launch_default("cache_dir"))
     """Folder of the LLM answer cache (``<cache_dir>/problems/llm``), shared by every launch."""
-    output_root: str = "runs"
+    output_root: str = Field(default_factory=lambda: launch_default("output_root"))
     """Folder of the run directories (``<output_root>/problems/<benchmark>/<generator>``)."""
-    benchmark: dict = Field(default_factory=dict, strict=False)
+    benchmark: dict = Field(default_factory=lambda: launch_default("benchmark"), strict=False)
     """The benchmark group (``conf/benchmark``): name, kind, dataset, source, ids, limit."""
-    sandbox: dict = Field(default_factory=dict, strict=False)
+    sandbox: dict = Field(default_factory=lambda: launch_default("sandbox"), strict=False)
     """The sandbox group (``conf/sandbox``): docker_host, base_image..."""
-    cluster: dict = Field(default_factory=dict, strict=False)
+    cluster: dict = Field(default_factory=lambda: launch_default("cluster"), strict=False)
     """The cluster group (``conf/cluster``): Ray address, max_concurrency, cpus_per_unit."""
     local_models: dict = Field(default_factory=dict, strict=False)
     """Models raydist serves itself (``conf/local_models.yaml``)."""
@@ -221,12 +221,27 @@ class ProblemsSettings(_Section):
 
 
 SECTIONS = ("generation", "evaluation", "execution", "requests", "analysis")
+SHARED_GROUPS = ("benchmark", "sandbox", "cluster")
+
+
+def launch_default(key: str) -> Any:
+    """The main job's default of top-level ``key`` (``raydist.driver.config.LaunchConfig``), for
+    what both launchers share: the folders and the groups ``SHARED_GROUPS``, whose files then
+    only select and override. A group's field that its option must give (a benchmark's
+    ``name``) is left out."""
+    from omegaconf import MISSING, OmegaConf
+
+    from raydist.driver.config import LaunchConfig
+
+    value = OmegaConf.to_container(OmegaConf.structured(LaunchConfig))[key]  # interpolations left as written
+    return {name: v for name, v in value.items() if v != MISSING} if isinstance(value, dict) else value
 
 
 def defaults() -> dict:
-    """The problems-only settings with their defaults, as the plain data Hydra's ConfigStore holds."""
-    return ProblemsSettings().model_dump(mode="json", include={"pipeline", *SECTIONS, "data_root", "cache_dir",
-                                                                 "output_root"})
+    """The problems settings with their defaults (the shared groups' from the main job's schema),
+    as the plain data Hydra's ConfigStore holds."""
+    return ProblemsSettings().model_dump(mode="json", include={"pipeline", *SECTIONS, *SHARED_GROUPS, "data_root",
+                                                                 "cache_dir", "output_root"})
 
 
 def register() -> None:

@@ -41,10 +41,10 @@ def run_problems(job: ProblemsJob) -> dict:
 
 def _start(job: ProblemsJob) -> str:
     """The sandbox's base image (built when missing) and Ray, started; the image's tag."""
-    from raydist.cluster.runner import RayOptions, init_ray, interrupt_on_signals
+    from raydist.cluster.runner import init_ray, interrupt_on_signals
     from raydist.sandbox import connect, ensure_base_image
 
     image = ensure_base_image(connect(job.docker_host), job.base_image)
-    init_ray(RayOptions(**job.ray))
+    init_ray(job.ray)
     interrupt_on_signals()  # the launcher keeps every finished item and says how to resume
     return image

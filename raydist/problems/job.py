@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from raydist._util.hashing import stable_hash
+from raydist.cluster.runner import RayOptions
 from raydist.problems.config import Analysis, Evaluation, Execution, Generation, ProblemsSettings, Requests
 from raydist.problems.records import RUN_SETTINGS
 
@@ -73,9 +74,9 @@ class ProblemsJob:
         return self.settings.sandbox.get("base_image")
 
     @property
-    def ray(self) -> dict:
+    def ray(self) -> RayOptions:
         """The cluster group: Ray address, ``max_concurrency``, ``cpus_per_unit``..."""
-        return self.settings.cluster
+        return RayOptions(**self.settings.cluster)
 
     def local_model(self, name: str) -> dict | None:
         """The ``local_models`` entry of ``name``; None for a hosted litellm model."""

@@ -106,8 +106,8 @@ def generate(job: ProblemsJob, seed_set: Seeds, *, run: bool = True) -> Generate
 
                 cache = str(job.cache_dir)
                 fan_out(generate_one, todo, lambda pg: (pg[0], pool, pg[1], endpoint, gen, cache, job.requests),
-                        store_variant, limit=int(job.ray.get("max_concurrency", 2)),
-                        cpus=job.ray.get("cpus_per_unit", 0.5), label="variants")
+                        store_variant, limit=job.ray.max_concurrency, cpus=job.ray.cpus_per_unit,
+                        label="variants")
     ids = sorted({vid for _, _, vid in wanted} & records.keys())
     stored = tuple(json.loads(pool_path.read_text())) if pool_path.is_file() else None
     return Generated(tuple(_variant(records[k]) for k in ids), stored)
@@ -194,7 +194,7 @@ def execute(job: ProblemsJob, seed_set: Seeds, validated: Validated, image: str 
             args = (ev, job.execution.limits(), str(job.cache_dir), job.docker_host, image, job.execution.workers,
                     job.requests)
             fan_out(evaluate_one, todo, lambda i: (i, endpoint, model, *args), store_completion,
-                    limit=int(job.ray.get("max_concurrency", 2)), cpus=job.ray.get("cpus_per_unit", 0.5),
+                    limit=job.ray.max_concurrency, cpus=job.ray.cpus_per_unit,
                     label=f"completions of {model}")
     current = {k: c for k, c in sorted(records.items()) if c.get("model") in ev.models and k == completion_key(
         c["model"], c["item_id"], ev.n, float(ev.temperature), ev.max_tokens)}
