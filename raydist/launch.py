@@ -33,7 +33,7 @@ from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 import raydist.driver.config  # noqa: E402,F401 - registers the schema (launch_schema) with Hydra
-from raydist.job import JobError  # noqa: E402
+from raydist.driver.plan import JobError  # noqa: E402
 from raydist.outcomes import InfrastructureError  # noqa: E402
 
 
@@ -71,7 +71,7 @@ def launch(cfg: DictConfig, run_dir: str) -> int:
     ``cfg.dry_run``); returns the exit status. Never raises: a user error prints one line
     (status 2), a failure of the machine or a service one line (status 1), anything else its
     traceback (status 1)."""
-    from raydist.job import plan_job
+    from raydist.driver.plan import plan_job
 
     try:
         job = plan_job(cfg, run_dir)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from raydist.driver.drive import _disk_failure, _server_failure
-from raydist.job import JobError, plan_job
+from raydist.driver.plan import JobError, plan_job
 from raydist.models.process import ModelServerError
 from raydist.outcomes import InfrastructureError
 

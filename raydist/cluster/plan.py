@@ -74,7 +74,7 @@ def unit_config_hash(agent: str, agent_settings: Mapping, view_options: Mapping,
     ``raydist.views.base.TIMING_OPTIONS``) and ``environment``: what the launch adds, e.g.
     ``{"sandbox": {"limits", "network", "base_image"}, "grading_timeout_s", "prompts"`` (the
     prompt files' digest) ``, "model_server"`` (command and weights' sha256)``}``
-    (``raydist.job``). Concurrency, output and cache paths are no part of it: they change
+    (``raydist.driver.plan``). Concurrency, output and cache paths are no part of it: they change
     where and how fast, never what."""
     from raydist.views.base import TIMING_OPTIONS
 

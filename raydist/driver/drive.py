@@ -2,7 +2,7 @@
 
     plan -> pending -> images -> views -> gate -> units -> compile -> report
 
-``raydist.job.plan_job`` is the plan; ``raydist.driver.phases`` holds the rest up to the units,
+``raydist.driver.plan.plan_job`` is the plan; ``raydist.driver.phases`` holds the rest up to the units,
 ``raydist.driver.report`` the last two. Each phase takes frozen values and returns one;
 rows are written through one ``RowSink`` per run directory.
 """
@@ -16,7 +16,7 @@ from raydist.cluster.gate import GateResult
 from raydist.cluster.runner import raise_interrupt
 from raydist.driver import phases
 from raydist.driver.report import compile_tables, exit_status, report
-from raydist.job import Job, JobError
+from raydist.driver.plan import Job, JobError
 from raydist.outcomes import InfrastructureError
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from raydist.job import Job
+from raydist.driver.plan import Job
 
 
 @dataclass(frozen=True)

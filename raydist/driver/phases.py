@@ -14,7 +14,7 @@ from typing import Callable, Mapping
 from raydist.cluster.gate import GateResult, View, judge
 from raydist.cluster.plan import SCRIPTED_AGENTS, RunUnit
 from raydist.cluster.unit import UnitSettings
-from raydist.job import Job
+from raydist.driver.plan import Job
 from raydist.results.sink import Failure, RowSink
 from raydist.views.base import Prepared
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from raydist.cluster.gate import GateResult, gate_markdown
-from raydist.job import Job
+from raydist.driver.plan import Job
 from raydist.outcomes import ERRORS
 
 

@@ -1,0 +1,242 @@
+"""The plan phase: a composed config becomes a ``Job``, the frozen record every later phase
+reads (``raydist.driver``).
+
+``plan_job`` validates everything a user can get wrong (settings, agent, model name, levels,
+instance files) before a single unit is spent, and computes every unit's key. It starts
+nothing: no Docker, no Ray, no model; it never assembles or downloads a model's weights.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from omegaconf import DictConfig, OmegaConf
+
+from raydist.cluster.plan import SCRIPTED_AGENTS, RunUnit, build_plan, expand_levels, unit_config_hash
+from raydist.cluster.prepare import with_preparation
+from raydist.cluster.runner import RayOptions
+from raydist.cluster.unit import UnitSettings
+from raydist.driver.config import ConfigError, check_config
+from raydist.driver.identity import IdentityError, WeightsUnavailable, agent_prompts_digest, model_identity
+from raydist.views import ViewOptions
+
+
+class JobError(Exception):
+    """A problem with the configuration or its inputs (exit status 2); the message says what
+    to do. A failure of the machine or a service is ``raydist.outcomes.InfrastructureError``."""
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """A model a phase talks to: its ``name`` (litellm or ``local_models`` key), its
+    ``local_models`` entry (None: hosted, nothing to serve) and its ``identity`` (what unit and
+    preparation keys hash: ``raydist.driver.identity.model_identity``)."""
+
+    name: str
+    local: Mapping[str, Any] | None = None
+    identity: str = ""
+
+
+@dataclass(frozen=True)
+class GatePlan:
+    """The validity gate's oracle and null units over the launch's views, the settings of
+    each scripted agent, and the run directory their rows share across launches."""
+
+    units: tuple[RunUnit, ...]
+    settings: Mapping[str, UnitSettings]
+    store_dir: Path
+
+
+@dataclass(frozen=True)
+class Job:
+    """One launch as data: the units, their instances and the settings of every phase."""
+
+    units: tuple[RunUnit, ...]
+    instances: Mapping[str, Any]
+    settings: UnitSettings
+    ray: RayOptions
+    agent: str
+    model: ServedModel  # the agent's model; ``local`` None for hosted models and scripted agents
+    view_model: ServedModel
+    run_dir: Path
+    retry_errors: bool
+    title: str
+    gate: GatePlan | None = None  # None: not gated (scripted agents, or gate=false)
+    keys_unknown: str = ""  # a dry run without a model's weights: why the unit keys are not a run's
+
+    @classmethod
+    def from_config(cls, cfg: DictConfig, run_dir: str | Path) -> "Job":
+        """``plan_job``."""
+        return plan_job(cfg, run_dir)
+
+
+def plan_job(cfg: DictConfig, run_dir: str | Path) -> Job:
+    """Resolve and validate ``cfg`` (composed from ``conf/config.yaml``) into a ``Job`` whose
+    rows go to ``run_dir``. Raises ``JobError`` naming the bad input. A dry run
+    (``cfg.dry_run``) whose model weights are not installed plans all the same, with
+    ``Job.keys_unknown`` saying why its keys cannot be a run's."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        check_config(cfg)
+        return _plan(cfg, Path(run_dir))
+    except (ConfigError, IdentityError) as exc:
+        raise JobError(str(exc)) from exc
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", None) or "?"
+        message = str(getattr(exc, "msg", None) or exc).splitlines()[0]
+        raise JobError(f"config key {key}: {message}; set it on the command line, e.g. {key}=...") from exc
+    except (TypeError, ValueError) as exc:
+        raise JobError(f"invalid setting: {exc}") from exc
+
+
+def _container(node) -> Any:
+    return OmegaConf.to_container(node, resolve=True)
+
+
+def _plan(cfg: DictConfig, run_dir: Path) -> Job:
+    agent = "null" if cfg.agent is None else str(cfg.agent)
+    if agent not in cfg.agents:
+        raise JobError(f"agent={agent!r} is not defined; choose one of {', '.join(cfg.agents)}")
+    agent_cfg = _container(cfg.agents[agent])
+    kind = agent_cfg.pop("kind")
+    model = str(cfg.model)
+    local_models = _container(cfg.local_models)
+    local = local_models.get(model)
+    if kind == "llm":
+        _check_model(model, local)
+    instances = _load(cfg)
+    levels = _unique("levels", _levels(cfg.levels))
+    seeds = _unique("seeds", [int(s) for s in ([cfg.seeds] if isinstance(cfg.seeds, int) else cfg.seeds)])
+    view_options = _container(cfg.view)
+    cache_dir = Path(cfg.cache_dir).expanduser()
+    unknown: list[str] | None = [] if cfg.dry_run else None  # why a dry run's keys cannot be a run's
+    sandbox = cfg.sandbox
+    limits = _container(sandbox.limits)
+    # Everything besides the agent's own settings that can change a unit's result.
+    environment = {"sandbox": {"limits": limits, "network": sandbox.network, "base_image": sandbox.base_image},
+                   "grading_timeout_s": float(sandbox.grading_timeout_s)}
+    scripted_environment = dict(environment)  # scripted agents use no prompt and no model
+    if kind == "llm":
+        environment["prompts"] = agent_prompts_digest(agent, agent_cfg)
+        environment["model_server"] = _model_identity(model, local, cache_dir, unknown) if local else None
+    view_name = str(view_options.get("model"))
+    view_local = local_models.get(view_name)
+    # Hashing the view model's weights is only worth it when a level asks that model.
+    needs_view_model = any(_needs_view_model(level, view_options) for level in levels)
+    view_model = ServedModel(view_name, view_local, _model_identity(view_name, view_local, cache_dir, unknown)
+                             if needs_view_model else view_name)
+    options = ViewOptions(**view_options)
+
+    def plan_for(name: str, settings: dict, env: dict) -> tuple[RunUnit, ...]:
+        units = build_plan(instances, model=model, agent=name, levels=levels, seeds=seeds,
+                           config_hash=unit_config_hash(name, settings, view_options, env))
+        return tuple(with_preparation(units, options, view_model.identity))
+
+    units = plan_for(agent, agent_cfg, environment)
+    if not units:
+        raise JobError(f"the plan is empty: {len(instances)} instances x levels={levels} x seeds={seeds}; "
+                       "check benchmark.source, benchmark.ids/limit, levels and seeds")
+    settings = UnitSettings(
+        agent_kind=kind, agent_settings=agent_cfg, view_options=view_options,
+        cache_dir=str(cache_dir), run_dir=str(run_dir),
+        docker_host=sandbox.docker_host, base_image=sandbox.base_image, network=sandbox.network,
+        limits=limits, grading_timeout_s=float(sandbox.grading_timeout_s),
+    )
+    if needs_view_model:
+        _check_model(view_name, view_local)
+    gate = None
+    if bool(cfg.gate) and kind == "llm":
+        gate_units, gate_settings = [], {}
+        for name in SCRIPTED_AGENTS:
+            scripted = _container(cfg.agents[name])
+            gate_settings[name] = replace(settings, agent_kind=scripted.pop("kind"), agent_settings=scripted)
+            gate_units += plan_for(name, scripted, scripted_environment)
+        gate = GatePlan(tuple(gate_units), gate_settings, Path(cfg.output_root) / str(cfg.benchmark.name) / "_gate")
+    title = f"raydist: {cfg.benchmark.name} / {agent}" + ("" if agent in SCRIPTED_AGENTS else f" / {model}")
+    return Job(units=units, instances={i.instance_id: i for i in instances}, settings=settings,
+               ray=_ray_options(cfg), agent=agent, model=ServedModel(model, local if kind == "llm" else None),
+               view_model=view_model, run_dir=run_dir, retry_errors=bool(cfg.resume.retry_errors), title=title,
+               gate=gate, keys_unknown="; ".join(dict.fromkeys(unknown or [])))
+
+
+def _model_identity(name: str, entry: dict | None, cache_dir: Path, unknown: list[str] | None) -> str:
+    """``raydist.driver.identity.model_identity``. With ``unknown`` (a dry run), weights that
+    are not installed count as the model's name and their reason is appended to ``unknown``."""
+    try:
+        return model_identity(name, entry, cache_dir)
+    except WeightsUnavailable as exc:
+        if unknown is None:
+            raise
+        unknown.append(str(exc))
+        return name
+
+
+def _ray_options(cfg: DictConfig) -> RayOptions:
+    from raydist.outcomes import RetryPolicy
+
+    resume = cfg.resume
+    retry = RetryPolicy(max_attempts=int(resume.max_attempts), backoff_s=float(resume.backoff_s),
+                        backoff_max_s=float(resume.backoff_max_s))
+    return RayOptions(**_container(cfg.cluster), retry=retry)
+
+
+def _needs_view_model(level: str, view_options: dict) -> bool:
+    from raydist.views import levels_needing
+
+    needs = levels_needing(level)
+    return "L1" in needs or ("L4" in needs and int(view_options.get("l4_llm_attempts", 0)) > 0)
+
+
+def _unique(name: str, values: list) -> list:
+    repeated = sorted({str(v) for v in values if values.count(v) > 1})
+    if repeated:
+        raise JobError(f"{name} lists {', '.join(repeated)} more than once; each unit must run once")
+    return values
+
+
+def _check_model(model: str, local: Mapping[str, Any] | None) -> None:
+    """A hosted model's name must be one litellm knows; a ``local_models`` entry's
+    ``supervisor`` fails here, named, and not later as a model server that does not start."""
+    if local is not None and not local.get("supervisor"):
+        return  # nothing to check, and no need to import litellm (raydist.models) for it
+    from raydist.cluster.serving import server_arguments
+    from raydist.models.endpoint import UnknownModel, check_model_name
+    from raydist.models.process import ModelServerError
+
+    try:
+        if local is None:
+            check_model_name(model)
+        else:
+            server_arguments(model, dict(local))
+    except (UnknownModel, ModelServerError) as exc:
+        raise JobError(str(exc)) from exc
+
+
+def _load(cfg: DictConfig) -> list:
+    from raydist.tasks import MalformedInstance, load_instances
+
+    bench = cfg.benchmark
+    if bench.get("kind") == "problems":
+        raise JobError(f"benchmark={bench.name} is a set of seed problems, not repository tasks: run "
+                       f"`python -m raydist.problems.launch benchmark={bench.name}`")
+    try:
+        ids = [bench.ids] if isinstance(bench.ids, str) else (list(bench.ids) if bench.ids else None)
+        return load_instances(str(bench.source), ids=ids, limit=bench.limit)
+    except (MalformedInstance, FileNotFoundError, ValueError) as exc:
+        raise JobError(f"benchmark={bench.name}: {exc}") from exc
+
+
+def _levels(levels) -> list[str]:
+    from raydist.views import implemented_levels, parse_level
+
+    raw = levels if isinstance(levels, str) else list(levels)
+    try:
+        out = expand_levels(raw, implemented_levels())
+        for level in out:
+            parse_level(level)  # repeated parts (L1+full) fail here, before any unit runs
+        return out
+    except ValueError as exc:
+        raise JobError(str(exc)) from exc
