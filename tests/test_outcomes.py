@@ -22,7 +22,7 @@ from raydist.outcomes import InfrastructureError, InputError, RetryPolicy, agent
 from raydist.results.sink import Failure, error_row
 from raydist.sandbox import ImageBuildError, SandboxUnavailable
 from raydist.tasks import load_instances
-from raydist.views import PatchApplyError, View
+from raydist.views import PatchApplyError, View, ViewOptions
 
 
 @pytest.mark.parametrize("status, cost, cost_limit, expected", [
@@ -170,8 +170,8 @@ def _unit(instance_id="x") -> RunUnit:
 
 
 def _settings(**extra) -> UnitSettings:
-    return UnitSettings(agent_kind="null", agent_settings={}, view_options={}, cache_dir="/nonexistent",
-                        run_dir="/nonexistent", network="none", grading_timeout_s=60, **extra)
+    return UnitSettings(agent_kind="null", agent_settings=AgentSettings(), view_options=ViewOptions(),
+                        cache_dir="/nonexistent", run_dir="/nonexistent", network="none", grading_timeout_s=60, **extra)
 
 
 def test_an_exception_raised_by_raydist_itself_is_a_bug_with_its_traceback():

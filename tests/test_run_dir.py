@@ -13,12 +13,14 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from raydist.agents.settings import AgentSettings
 from raydist.cluster.plan import build_plan
 from raydist.cluster.runner import RayOptions, run_units
 from raydist.cluster.unit import UnitSettings
 from raydist.outcomes import RetryPolicy
 from raydist.results import ResultStore, RunDirBusy, run_dir_lock
 from raydist.tasks import load_instances
+from raydist.views import ViewOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -88,8 +90,8 @@ def test_infrastructure_errors_run_again_with_backoff_up_to_the_bound_and_input_
     instances = load_instances("builtin", limit=2)
     no_tests = replace(instances[1], test_cmd="")
     units = build_plan([instances[0], no_tests], model="-", agent="null", levels=["L0"], seeds=[0], config_hash="c")
-    settings = UnitSettings(agent_kind="null", agent_settings={}, view_options={}, cache_dir=str(tmp_path),
-                            run_dir=str(tmp_path), network="none", grading_timeout_s=60,
+    settings = UnitSettings(agent_kind="null", agent_settings=AgentSettings(), view_options=ViewOptions(),
+                            cache_dir=str(tmp_path), run_dir=str(tmp_path), network="none", grading_timeout_s=60,
                             docker_host=f"unix://{tmp_path}/no-daemon.sock")
     options = RayOptions(max_concurrency=2, cpus_per_unit=0.1, retry=RetryPolicy(max_attempts=3, backoff_s=0.5))
     rows: list[dict] = []

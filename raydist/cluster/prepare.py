@@ -22,7 +22,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from raydist._util.files import atomic_write_json
 from raydist._util.hashing import stable_hash
@@ -31,6 +31,9 @@ from raydist.cluster.errors import PreparationError
 from raydist.prompts import resolve_prompts_dir
 from raydist.results.sink import Failure
 from raydist.views import Prepared, RepoFiles, ViewOptions, levels_needing
+
+if TYPE_CHECKING:  # imported where used: it loads Docker
+    from raydist.sandbox import Limits
 
 
 #: Part of every cache key, per kind: raise one when a change makes that kind's records wrong.
@@ -174,7 +177,7 @@ def view_model_complete(endpoint, options: ViewOptions) -> Complete:
 
 
 def run_preparation(task: PrepTask, instance, options: ViewOptions, *, cache_dir: str, grading_timeout_s: float,
-                    endpoint=None, docker_host=None, base_image=None, limits: Mapping | None = None) -> dict:
+                    endpoint=None, docker_host=None, base_image=None, limits: Limits | None = None) -> dict:
     """Compute one preparation record (plain Python; the Ray task in ``runner`` calls it).
 
     ``endpoint`` is the view model's ``ModelEndpoint`` (None: L4 uses only the deterministic
@@ -195,7 +198,7 @@ def run_preparation(task: PrepTask, instance, options: ViewOptions, *, cache_dir
     except Exception as exc:  # noqa: BLE001
         raise PreparationError(f"L4 of {task.instance_id!r}: instance image: {type(exc).__name__}: {exc}") from exc
     repo = RepoFiles(Path(image.repo_dir))
-    gate = docker_gate(client, instance, image.tag, repo, limits=Limits(**(limits or {})),
+    gate = docker_gate(client, instance, image.tag, repo, limits=limits or Limits(),
                        timeout=grading_timeout_s)
     return prepare_rewrites(instance, task.seed, repo, options, gate, complete)
 

@@ -13,13 +13,19 @@ import json
 import re
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from raydist.cluster.plan import RunUnit
 from raydist.outcomes import BUG, INPUT_ERROR, RESOLVED, UNRESOLVED, InfrastructureError, InputError, agent_exit_of, \
     classify_exception
+
+if TYPE_CHECKING:  # imported where used: the sandbox's Limits loads Docker
+    from raydist.agents.settings import AgentSettings
+    from raydist.sandbox import Limits
+    from raydist.views import ViewOptions
 
 # Files an agent's tools leave behind that are never part of a submission.
 IGNORED = ("__pycache__/", "*.pyc", ".pytest_cache/", "*.egg-info/", ".mypy_cache/")
@@ -29,18 +35,19 @@ IGNORED = ("__pycache__/", "*.pyc", ".pytest_cache/", "*.egg-info/", ".mypy_cach
 class UnitSettings:
     """Everything a unit needs besides the unit, the instance and the model endpoint. The
     sandbox fields are the launch's ``sandbox`` settings (``raydist.driver.config.SandboxConfig``
-    holds their defaults); ``limits`` are ``raydist.sandbox.Limits`` fields, {} for its defaults."""
+    holds their defaults); ``limits`` None means ``raydist.sandbox.Limits``' defaults. None of it
+    is hashed here: the unit key hashes the composed config (``raydist.driver.plan``)."""
 
     agent_kind: str  # "llm" | "oracle" | "null"
-    agent_settings: dict
-    view_options: dict
+    agent_settings: AgentSettings
+    view_options: ViewOptions
     cache_dir: str
     run_dir: str
     network: str
     grading_timeout_s: float
     docker_host: str | None = None
     base_image: str | None = None
-    limits: dict = field(default_factory=dict)
+    limits: Limits | None = None
 
 
 class UnitInputError(InputError):
@@ -110,8 +117,8 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared=Non
     image = ensure_instance_image(client, instance.recipe, base_tag=settings.base_image,
                                   cache_dir=Path(settings.cache_dir))
     repo = RepoFiles(Path(image.repo_dir))
-    view = build_view(instance, repo, unit.level, unit.seed, _view_options(settings.view_options), prepared)
-    limits = Limits(**settings.limits)
+    view = build_view(instance, repo, unit.level, unit.seed, settings.view_options, prepared)
+    limits = settings.limits or Limits()
     traj_path = Path(settings.run_dir) / "trajectories" / trajectory_name(unit)
 
     t0 = time.time()
@@ -139,7 +146,7 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared=Non
     out["view_meta"] = json.dumps({**view.meta, "audit": exposure.pop("audit")}, default=str, sort_keys=True)
     out.update(exposure)
     agent_exit = agent_exit_of(outcome.exit_status, cost=outcome.cost,
-                               cost_limit=float(settings.agent_settings.get("cost_limit", 0) or 0))
+                               cost_limit=float(settings.agent_settings.cost_limit))
     if agent_exit is None:
         # ModelUnreachable (or any end that is not the agent's own): the machine failed the run.
         cause = "model_unreachable" if outcome.exit_status == "ModelUnreachable" else "agent_exit"
@@ -181,12 +188,6 @@ def trajectory_name(unit: RunUnit) -> str:
     data from an instance file and must never steer where raydist writes), level, seed, key."""
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", unit.instance_id).lstrip("._")[:120] or "instance"
     return f"{slug}__{unit.level}__s{unit.seed}__{unit.key[:8]}.traj.json"
-
-
-def _view_options(options: dict):
-    from raydist.views import ViewOptions
-
-    return ViewOptions(**options)
 
 
 def _install_view(box, view) -> dict[str, tuple]:
@@ -287,9 +288,9 @@ def _ignored(paths: list[str], root: Path) -> list[str]:
 
 
 def _run_agent(settings: UnitSettings, view, box, endpoint, traj_path: Path, instance, repo):
-    from raydist.agents import AgentSettings, null, oracle, run_agent
+    from raydist.agents import null, oracle, run_agent
 
-    agent_settings = AgentSettings(**settings.agent_settings)
+    agent_settings = settings.agent_settings
     if settings.agent_kind == "oracle":
         from raydist.views import PatchApplyError
 

@@ -84,9 +84,9 @@ def estimate(job: Job, todo: int, measured: list[float]) -> Estimate:
             cost = None
             basis.append(f"cost: unknown ({exc})")
         else:
-            tokens = int(settings.get("step_limit", 0)) * int(settings.get("max_tokens", 0))
+            tokens = int(settings.step_limit) * int(settings.max_tokens)
             per_unit = tokens * output_price
-            cap = float(settings.get("cost_limit", 0) or 0)
+            cap = float(settings.cost_limit)
             if cap > 0:
                 per_unit = min(per_unit, cap)
             cost = todo * per_unit

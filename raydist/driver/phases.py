@@ -97,7 +97,7 @@ def views(job: Job, units: tuple[RunUnit, ...], settings: UnitSettings, view_end
     from raydist.cluster.prepare import PrepCache, describe_record, preparation_tasks, task_key
     from raydist.cluster.runner import run_preparations
 
-    options = _view_options(settings)
+    options = settings.view_options
     cache = PrepCache(Path(settings.cache_dir) / "views")
     records: dict[Where, dict] = {}
     errors: dict[Where, Failure] = {}
@@ -130,12 +130,6 @@ def views(job: Job, units: tuple[RunUnit, ...], settings: UnitSettings, view_end
     run_preparations(todo, job.instances, options, view_endpoint() if needs_model else None, settings, job.ray,
                      on_record)
     return Views(records, errors)
-
-
-def _view_options(settings: UnitSettings):
-    from raydist.views import ViewOptions
-
-    return ViewOptions(**settings.view_options)
 
 
 @dataclass(frozen=True)

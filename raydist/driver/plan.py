@@ -17,9 +17,11 @@ from omegaconf import DictConfig, OmegaConf
 from raydist.cluster.plan import SCRIPTED_AGENTS, RunUnit, build_plan, expand_levels, unit_config_hash
 from raydist.cluster.prepare import with_preparation
 from raydist.cluster.runner import RayOptions
+from raydist.agents.settings import AgentSettings
 from raydist.cluster.unit import UnitSettings
 from raydist.driver.config import ConfigError, check_config
 from raydist.driver.identity import IdentityError, WeightsUnavailable, agent_prompts_digest, model_identity
+from raydist.sandbox.limits import Limits
 from raydist.views import ViewOptions
 
 
@@ -139,11 +141,12 @@ def _plan(cfg: DictConfig, run_dir: Path) -> Job:
     if not units:
         raise JobError(f"the plan is empty: {len(instances)} instances x levels={levels} x seeds={seeds}; "
                        "check benchmark.source, benchmark.ids/limit, levels and seeds")
+    # The keys hash the dicts above as composed; the phases get the classes that use them.
     settings = UnitSettings(
-        agent_kind=kind, agent_settings=agent_cfg, view_options=view_options,
+        agent_kind=kind, agent_settings=AgentSettings(**agent_cfg), view_options=options,
         cache_dir=str(cache_dir), run_dir=str(run_dir),
         docker_host=sandbox.docker_host, base_image=sandbox.base_image, network=sandbox.network,
-        limits=limits, grading_timeout_s=float(sandbox.grading_timeout_s),
+        limits=Limits(**limits), grading_timeout_s=float(sandbox.grading_timeout_s),
     )
     if needs_view_model:
         _check_model(view_name, view_local)
@@ -152,7 +155,8 @@ def _plan(cfg: DictConfig, run_dir: Path) -> Job:
         gate_units, gate_settings = [], {}
         for name in SCRIPTED_AGENTS:
             scripted = _container(cfg.agents[name])
-            gate_settings[name] = replace(settings, agent_kind=scripted.pop("kind"), agent_settings=scripted)
+            kind_of = scripted.pop("kind")
+            gate_settings[name] = replace(settings, agent_kind=kind_of, agent_settings=AgentSettings(**scripted))
             gate_units += plan_for(name, scripted, scripted_environment)
         gate = GatePlan(tuple(gate_units), gate_settings, Path(cfg.output_root) / str(cfg.benchmark.name) / "_gate")
     title = f"raydist: {cfg.benchmark.name} / {agent}" + ("" if agent in SCRIPTED_AGENTS else f" / {model}")
