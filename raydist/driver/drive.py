@@ -50,11 +50,11 @@ def _run_locked(job: Job) -> int:
     print(f"{job.title}: {len(job.units)} units planned, {todo.finished_before} finished before, "
           f"{len(todo.units)} to run; results in {job.run_dir}", flush=True)
     client, base_image = _docker(job)
-    interrupted, verdict = False, None
+    interrupted, verdict, ran = False, None, None
     if todo.units:
         signal.signal(signal.SIGTERM, raise_interrupt)
         try:
-            verdict = _execute(job, todo, base_image, store, gate_store)
+            verdict, ran = _execute(job, todo, base_image, store, gate_store)
         except OSError as exc:
             raise _disk_failure(exc) from exc
         except KeyboardInterrupt:
@@ -64,15 +64,17 @@ def _run_locked(job: Job) -> int:
         finally:
             _shutdown_ray()
             _sweep(client)
-    table = compile_tables(job, store)
+    table = compile_tables(job, store, ran)
     text = report(job, table, verdict, interrupted=interrupted)
     atomic_write_text(job.run_dir / "summary.md", text)
     print(text, flush=True)
     return exit_status(table, interrupted=interrupted)
 
 
-def _execute(job: Job, todo: phases.Pending, base_image: str, store, gate_store) -> GateResult | None:
-    """images -> views -> gate -> units on Ray; returns the gate's verdict (None: not gated)."""
+def _execute(job: Job, todo: phases.Pending, base_image: str, store,
+             gate_store) -> tuple[GateResult | None, phases.Ran | None]:
+    """images -> views -> gate -> units on Ray; returns the gate's verdict (None: not gated)
+    and what the units phase ran (None: no unit was runnable)."""
     from raydist.cluster.progress import UnitProgress
     from raydist.cluster.runner import init_ray, interrupt_on_signals
     from raydist.cluster.serving import ModelServers
@@ -84,7 +86,7 @@ def _execute(job: Job, todo: phases.Pending, base_image: str, store, gate_store)
     _check_capacity(job)
     built = phases.images(job, (*todo.units, *todo.gate_units), base_image)
     sink = RowSink(store)
-    verdict = None
+    verdict, ran = None, None
     try:
         with ModelServers() as servers:
             view_model = job.view_model
@@ -107,12 +109,12 @@ def _execute(job: Job, todo: phases.Pending, base_image: str, store, gate_store)
                 progress = UnitProgress(total=len(job.units), already_done=already + sum(sink.counts.values()),
                                         errors=sum(sink.counts.values()))
                 try:
-                    phases.units(job, ready, built.settings, endpoint, sink, progress)
+                    ran = phases.units(job, ready, built.settings, endpoint, sink, progress)
                 finally:
                     progress.close()
     except ModelServerError as exc:
         raise _server_failure(exc) from exc
-    return verdict
+    return verdict, ran
 
 
 def _server_failure(exc: Exception) -> InfrastructureError:

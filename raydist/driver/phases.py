@@ -1,8 +1,9 @@
 """The phases of a launch after the plan, each a function from frozen inputs to a frozen
 output: ``pending`` (what is not finished) -> ``images`` -> ``views`` -> ``gate`` ->
 ``units``; ``raydist.driver.report`` compiles and reports. ``raydist.driver.drive`` calls
-them in order. Rows are written only through a ``RowSink``; no phase reads a file another
-wrote for it.
+them in order. Rows are written only through a ``RowSink``. A phase gets what it needs as a
+value, but for rows: the gate judges, and compile tabulates, the rows in the run directory,
+so that those of earlier launches (resume) count as well.
 """
 
 from __future__ import annotations
@@ -186,8 +187,28 @@ def gate(job: Job, wanted: set[View], gate_units: tuple[RunUnit, ...], settings:
     return result
 
 
-def units(job: Job, ready: Runnable, settings: UnitSettings, endpoint, sink: RowSink, progress=None) -> None:
-    """Run ``ready`` on Ray (``raydist.cluster.runner.run_units``), every row into ``sink``."""
+@dataclass(frozen=True)
+class Ran:
+    """The units this launch ran (``keys``, in plan order) and the outcome of each one's last
+    row, counted (``outcomes``: outcome -> units); an infrastructure error retried counts once."""
+
+    keys: tuple[str, ...]
+    outcomes: Mapping[str, int]
+
+
+def units(job: Job, ready: Runnable, settings: UnitSettings, endpoint, sink: RowSink, progress=None) -> Ran:
+    """Run ``ready`` on Ray (``raydist.cluster.runner.run_units``), every row into ``sink``;
+    returns what ran."""
     from raydist.cluster.runner import run_units
 
-    run_units(ready.units, job.instances, settings, endpoint, job.ray, sink.write, progress, prepared=ready.prepared)
+    last: dict[str, str] = {}
+
+    def write(row) -> None:
+        sink.write(row)
+        last[row["key"]] = row["outcome"]
+
+    run_units(ready.units, job.instances, settings, endpoint, job.ray, write, progress, prepared=ready.prepared)
+    counts: dict[str, int] = {}
+    for outcome in last.values():
+        counts[outcome] = counts.get(outcome, 0) + 1
+    return Ran(tuple(u.key for u in ready.units), counts)

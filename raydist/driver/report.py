@@ -6,13 +6,26 @@ from __future__ import annotations
 import pyarrow as pa
 
 from raydist.cluster.gate import GateResult, gate_markdown
+from raydist.driver.phases import Ran
 from raydist.driver.plan import Job
 from raydist.outcomes import ERRORS
 
 
-def compile_tables(job: Job, store) -> pa.Table:
-    """Write the run directory's tables from the rows of ``job``'s units (``ResultStore.compile``)."""
-    return store.compile([u.key for u in job.units])
+def compile_tables(job: Job, store, ran: Ran | None) -> pa.Table:
+    """Write the run directory's tables from the rows of ``job``'s units (``ResultStore.compile``).
+
+    The rows are read back from the run directory on purpose, not taken from ``ran``: a
+    launch resumes, and the rows earlier launches wrote for the same units count too. ``ran``
+    (None: nothing ran in this launch, or it was interrupted) is checked against them: a unit
+    this launch ran without a row raises ``RuntimeError`` naming it (a row lost is a bug)."""
+    table = store.compile([u.key for u in job.units])
+    if ran is not None:
+        found = set(table.column("key").to_pylist())
+        lost = [key for key in ran.keys if key not in found]
+        if lost:
+            raise RuntimeError(f"{len(lost)} units ran in this launch but have no row in {job.run_dir}: "
+                               f"{', '.join(lost[:5])}")
+    return table
 
 
 def report(job: Job, table: pa.Table, gate: GateResult | None, *, interrupted: bool) -> str:
