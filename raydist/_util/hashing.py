@@ -6,17 +6,30 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from raydist._util.files import atomic_write_json
 
-__all__ = ["file_sha256", "stable_hash"]
+__all__ = ["file_sha256", "named_files_digest", "stable_hash"]
 
 
-def stable_hash(value: Any, length: int = 16) -> str:
-    """Hex digest (``length`` chars) of the canonical JSON of ``value`` (sorted keys)."""
-    blob = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:length]
+def stable_hash(value: Any, length: int = 16, *, ensure_ascii: bool = True) -> str:
+    """Hex digest (``length`` chars) of the sha256 of the canonical JSON of ``value`` (sorted
+    keys, no spaces, UTF-8; values JSON cannot hold as their ``str``). ``ensure_ascii=False``
+    writes non-ASCII characters as themselves, not ``\\u`` escapes: the instance, recipe and
+    seed-problem hashes were defined so, and keep their values."""
+    blob = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str, ensure_ascii=ensure_ascii)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:length]
+
+
+def named_files_digest(folder: Path, names: Iterable[str], length: int = 16) -> str:
+    """Hex digest (``length`` chars) of the sha256 of ``name NUL bytes NUL`` for each of
+    ``names`` in sorted order, the bytes of ``folder/name`` or ``<absent>`` for a missing file."""
+    digest = hashlib.sha256()
+    for name in sorted(names):
+        path = folder / name
+        digest.update(name.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"<absent>") + b"\0")
+    return digest.hexdigest()[:length]
 
 
 def file_sha256(path: str | Path, *, cache: str | Path | None = None) -> str:

@@ -17,7 +17,6 @@ units record that.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from raydist._util.files import atomic_write_json
-from raydist._util.hashing import stable_hash
+from raydist._util.hashing import named_files_digest, stable_hash
 from raydist._util.protocols import Complete
 from raydist.cluster.errors import PreparationError
 from raydist.prompts import resolve_prompts_dir
@@ -59,12 +58,8 @@ def preparation_tasks(units: Iterable) -> list[PrepTask]:
 
 
 def _prompt_digest(prompts_dir: str, names: Iterable[str]) -> str:
-    folder = resolve_prompts_dir(prompts_dir)  # the folder the loaders read, whatever the working directory
-    digest = hashlib.sha256()
-    for name in sorted(names):
-        path = folder / name
-        digest.update(name.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"<absent>") + b"\0")
-    return digest.hexdigest()[:16]
+    # the folder the loaders read, whatever the working directory
+    return named_files_digest(resolve_prompts_dir(prompts_dir), names)
 
 
 def task_key(task: PrepTask, instance, options: ViewOptions, model_identity: str) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ast
 import gzip
-import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -21,6 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
+from raydist._util.hashing import stable_hash
 from raydist.problems._humaneval import convert_tests
 from raydist.problems._source import called_names, def_header, doctest_examples, function_node, parse
 
@@ -67,8 +67,7 @@ class Problem:
 
     def content_hash(self) -> str:
         """First 16 hex digits of the SHA-256 of all fields as canonical JSON; equal problems, equal hash."""
-        text = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+        return stable_hash(asdict(self), ensure_ascii=False)
 
 
 def assemble_program(problem: Problem, solution: str | None = None) -> str:

@@ -11,10 +11,11 @@ injects the defect. Parsing of records found in the wild lives in
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from raydist._util.hashing import stable_hash
 
 DEFAULT_INSTALL: tuple[str, ...] = ("pytest==8.3.4",)
 """Pins used when a record with an ``sdist`` gives no ``install`` list: the tests need only pytest."""
@@ -38,14 +39,6 @@ class MalformedInstance(ValueError):
 
 class MissingTestCommand(ValueError):
     """An instance without ``test_cmd`` was asked to run its tests."""
-
-
-def _canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def _short_sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -77,7 +70,7 @@ class Recipe:
 
     def key(self) -> str:
         """16 hex chars of the sha256 of this recipe's canonical JSON; names the instance image."""
-        return _short_sha256(_canonical_json(dataclasses.asdict(self)))
+        return stable_hash(dataclasses.asdict(self), ensure_ascii=False)
 
 
 @dataclass(frozen=True)
@@ -130,7 +123,7 @@ class Instance:
 
     def content_hash(self) -> str:
         """16 hex chars of the sha256 of ``to_record()`` as canonical JSON: changes with any field."""
-        return _short_sha256(_canonical_json(self.to_record()))
+        return stable_hash(self.to_record(), ensure_ascii=False)
 
     def require_test_cmd(self) -> str:
         """``test_cmd``, or :class:`MissingTestCommand` naming the instance when there is none."""
