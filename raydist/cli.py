@@ -3,7 +3,7 @@
     raydist run [overrides] [hydra flags]      the main job          (python -m raydist.launch)
     raydist problems [overrides] [flags]       DyCodeEval problems   (python -m raydist.problems.launch)
     raydist plan --dry-run [overrides]         the plan, no unit runs (python -m raydist.launch dry_run=true)
-    raydist config show [--problems] [...]     the composed config   (python -m raydist.launch --cfg job)
+    raydist config show [--problems] [...]     the resolved config   (python -m raydist.launch --cfg job --resolve)
     raydist report RUN_DIR_OR_ROOT...          the summary table of finished run directories
 
 ``run``, ``problems``, ``plan`` and ``config show`` replace this process with the Hydra entry
@@ -111,9 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
     config_sub = config.add_subparsers(dest="action", metavar="ACTION", required=True)
     show = config_sub.add_parser(
         "show", allow_abbrev=False, formatter_class=fmt, usage="raydist config show [--problems] [overrides ...]",
-        help="Print the config a run with these overrides would use (Hydra's --cfg job), as YAML.",
-        description="Print the config a run with these overrides would use (Hydra's --cfg job), as YAML. "
-                    "Add --resolve to fill in interpolations.", epilog=_RUN_EPILOG.format(groups=_groups_text()))
+        help="Print the config a run with these overrides would use, resolved (Hydra's --cfg job --resolve), "
+             "as YAML.",
+        description="Print the config a run with these overrides would use (Hydra's --cfg job --resolve), as "
+                    "YAML, with every interpolation (${data_root}, ${oc.env:...}) filled in.", epilog=_RUN_EPILOG.format(groups=_groups_text()))
     show.add_argument("--problems", action="store_true", help="the problems job's config instead of the main job's")
 
     report = sub.add_parser(
@@ -133,7 +134,8 @@ def command(argv: Sequence[str]) -> tuple[list[str] | None, argparse.Namespace]:
     """``(exec argv, parsed args)`` for ``raydist`` ``argv`` (without the program name).
 
     The exec argv is ``[sys.executable, "-m", <entry module>, *hydra args]`` for ``run``,
-    ``problems``, ``plan`` (``dry_run=true`` first) and ``config show`` (``--cfg job`` first);
+    ``problems``, ``plan`` (``dry_run=true`` first) and ``config show`` (``--cfg job --resolve``
+    first, a ``--resolve`` of the user's dropped);
     None for ``report``, which runs in this process. Raises ``SystemExit(2)`` (argparse's usage
     error) for an unknown command or an extra argument to ``report``, and ``SystemExit(0)``
     after printing ``--help``."""
@@ -150,7 +152,8 @@ def command(argv: Sequence[str]) -> tuple[list[str] | None, argparse.Namespace]:
     elif args.command == "plan":
         module, prefix = MAIN, ["dry_run=true"]
     else:
-        module, prefix = (PROBLEMS if args.problems else MAIN), ["--cfg", "job"]
+        module, prefix = (PROBLEMS if args.problems else MAIN), ["--cfg", "job", "--resolve"]
+        extra = [arg for arg in extra if arg != "--resolve"]
     return [sys.executable, "-m", module, *prefix, *extra], args
 
 

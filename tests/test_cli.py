@@ -37,9 +37,12 @@ def test_plan_is_the_launch_with_dry_run_first(args):
 
 
 def test_config_show_is_hydra_cfg_job_of_either_entry():
+    assert command(["config", "show", "agent=null"])[0] == [
+        PY, "-m", "raydist.launch", "--cfg", "job", "--resolve", "agent=null"]
     assert command(["config", "show", "agent=null", "--resolve"])[0] == [
-        PY, "-m", "raydist.launch", "--cfg", "job", "agent=null", "--resolve"]
-    assert command(["config", "show", "--problems"])[0] == [PY, "-m", "raydist.problems.launch", "--cfg", "job"]
+        PY, "-m", "raydist.launch", "--cfg", "job", "--resolve", "agent=null"]
+    assert command(["config", "show", "--problems"])[0] == [
+        PY, "-m", "raydist.problems.launch", "--cfg", "job", "--resolve"]
 
 
 def test_report_runs_in_process_with_its_paths():
@@ -102,6 +105,14 @@ def test_config_show_composes_the_packaged_config_from_any_directory(tmp_path):
     assert "\nseeds:\n- 0\n- 1\n- 2\n" in out.stdout
     assert "prompts_dir: conf/prompts" in out.stdout
     assert not (tmp_path / "outputs").exists()  # --cfg composes only, it runs nothing
+
+
+@pytest.mark.slow
+def test_config_show_prints_interpolations_resolved(tmp_path):
+    out = _cli("config", "show", "benchmark=realfix", "data_root=/data/x", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "  source: /data/x/tasks/realfix.jsonl" in out.stdout.splitlines()
+    assert "${" not in out.stdout
 
 
 @pytest.mark.slow
