@@ -4,8 +4,10 @@ and one docstring per field. ``conf/config.yaml`` and its groups only select and
 The defaults come from the dataclasses that use the values (``ViewOptions``, ``Limits``,
 ``RayOptions``, ``RetryPolicy``), so there is one place to change a default. The schema is
 registered in Hydra's ConfigStore as ``launch_schema`` (the first entry of config.yaml's
-defaults list): Hydra then refuses an unknown key or a value of the wrong type while it
-composes, and ``check_config`` runs each node's own checks (e.g. a Docker size string).
+defaults list): Hydra then refuses a value of the wrong type while it composes, and an override
+of a key the schema lacks (but ``+key=value`` adds one: ``check_known_keys`` refuses it);
+``check_config`` runs each node's own checks (e.g. a Docker size string). Entries of
+``local_models`` are not checked here.
 
 ``agents`` and ``local_models`` are maps of named entries a user extends: an agent entry is
 ``kind`` plus fields of ``raydist.agents.AgentSettings`` (checked by ``check_agents``), a
