@@ -11,7 +11,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 import raydist.launch  # noqa: F401 - registers the config's resolvers
-from raydist.job import Job
+from raydist.driver.plan import Job
 from raydist.launch import job_subdir
 
 ROOT = Path(__file__).resolve().parents[1]
