@@ -42,6 +42,19 @@ def test_output_the_attached_stream_dropped_is_read_back_from_the_exec_log(box, 
     assert (result.output, result.returncode) == ("COMPLETE\nerr\n", 3)
 
 
+def test_the_owner_is_read_back_when_the_attached_stream_is_dropped(box, monkeypatch):
+    """The user's ids are asked with a short exec too: a dropped stream must not end a unit."""
+    real_start = box.client.api.exec_start
+
+    def dropping(exec_id, stream=False, **kwargs):
+        for _ in real_start(exec_id, stream=True, **kwargs):
+            pass
+        return iter(())
+
+    monkeypatch.setattr(box.client.api, "exec_start", dropping)
+    assert box.owner == (0, 0)  # the base image runs as root
+
+
 def test_exec_runs_in_cwd_with_env(box):
     result = box.exec('pwd; echo "$GREETING"', timeout=30, cwd="/tmp", env={"GREETING": "hé"})
     assert result.output == "/tmp\nhé\n"

@@ -131,12 +131,15 @@ class Sandbox:
 
     @property
     def owner(self) -> tuple[int, int]:
-        """``(uid, gid)`` of the container's user: the owner of files ``write_files`` writes."""
+        """``(uid, gid)`` of the container's user: the owner of files ``write_files`` writes.
+        Asked through ``exec``, so an output stream the daemon dropped (moby/moby#27289) is
+        read back from the exec log. Raises RuntimeError when the answer is not two ids."""
         if self._owner is None:
-            done = self.container.exec_run(["sh", "-c", "id -u; id -g"])
-            ids = done.output.decode(errors="replace").split()
-            if done.exit_code != 0 or len(ids) != 2 or not all(i.isdigit() for i in ids):
-                raise RuntimeError(f"cannot tell the user of sandbox {self.name}: {done.output!r}")
+            done = self.exec("id -u; id -g", timeout=30, cwd="/")
+            ids = done.output.split()
+            if done.returncode != 0 or len(ids) != 2 or not all(i.isdigit() for i in ids):
+                raise RuntimeError(f"cannot tell the user of sandbox {self.name}: exit {done.returncode}, "
+                                   f"output {done.output!r}")
             self._owner = (int(ids[0]), int(ids[1]))
         return self._owner
 
