@@ -92,13 +92,17 @@ def _image_testbed(client: docker.DockerClient, image: str):
 
 def _keepalive_pid(container) -> int | None:
     """PID (in the container) of the keep-alive ``sleep infinity``, the init's only child right
-    after the start; ``None`` when it cannot be told (then ``exec`` sweeps no stray process)."""
-    try:
-        done = container.exec_run(["cat", "/proc/1/task/1/children"])
-    except APIError:
-        return None
-    pids = done.output.decode(errors="replace").split()
-    return int(pids[0]) if done.exit_code == 0 and len(pids) == 1 and pids[0].isdigit() else None
+    after the start; ``None`` when it cannot be told (then ``exec`` sweeps no stray process).
+    Asked up to three times: the daemon can drop a short exec's output (moby/moby#27289)."""
+    for _ in range(3):
+        try:
+            done = container.exec_run(["cat", "/proc/1/task/1/children"])
+        except APIError:
+            return None
+        pids = done.output.decode(errors="replace").split()
+        if done.exit_code == 0 and len(pids) == 1 and pids[0].isdigit():
+            return int(pids[0])
+    return None
 
 
 def _tell(archive) -> int:
