@@ -50,6 +50,14 @@ def init_ray(options: RayOptions) -> None:
         ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
 
 
+def node_fields() -> dict:
+    """``{"node", "node_ip"}`` of the Ray node this code runs on: its id (as ``ray list
+    nodes`` and ``ray logs --node-id`` take it) and its IP address (to reach it)."""
+    import ray
+
+    return {"node": ray.get_runtime_context().get_node_id(), "node_ip": ray.util.get_node_ip_address()}
+
+
 def raise_interrupt(signum, frame):  # noqa: ARG001 - a signal handler's signature
     """Signal handler: stop the driver as Ctrl-C does (``KeyboardInterrupt``)."""
     raise KeyboardInterrupt
@@ -68,8 +76,8 @@ def _remote_unit():
     import ray
 
     @ray.remote(max_retries=0)
-    def run_unit(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared) -> dict:
-        return execute_unit(unit, instance, settings, endpoint, prepared)
+    def run_unit(execute, unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared) -> dict:
+        return {**execute(unit, instance, settings, endpoint, prepared), **node_fields()}
 
     return run_unit
 
@@ -210,15 +218,20 @@ def run_units(
     on_row: Callable[[dict], None],
     progress=None,
     prepared: dict | None = None,
+    execute: Callable[..., dict] = execute_unit,
 ) -> None:
     """Run ``units`` with at most ``options.max_concurrency`` in flight; ``on_row`` gets
-    each row at once; ``prepared`` maps a unit's key to its ``raydist.views.Prepared``
-    (L1/L4 inputs).
+    each row at once, with the ``node`` and ``node_ip`` that ran it (``node_fields``);
+    ``prepared`` maps a unit's key to its ``raydist.views.Prepared`` (L1/L4 inputs).
+    ``execute(unit, instance, settings, endpoint, prepared) -> row`` is what each Ray task
+    runs (``raydist.cluster.unit.execute_unit``).
 
     A unit whose row is an ``infrastructure_error`` (or whose task died: worker killed, node
     lost) runs again after ``options.retry``'s backoff, at most ``options.retry.max_attempts``
     times in all; every attempt's row goes to ``on_row`` (the last one stays), with
-    ``attempts`` counting the tries. Input errors and bugs never run again."""
+    ``attempts`` counting the tries. Input errors and bugs never run again. A unit whose node
+    is lost mid-run is such a task: it runs again on a node that is left (its error row of
+    that attempt names no node: the task never reported back)."""
     remote = _remote_unit().options(num_cpus=options.cpus_per_unit)
     attempts: dict[str, int] = {}
 
@@ -238,5 +251,6 @@ def run_units(
         return delay
 
     run_bounded(remote, units,
-                lambda unit: (unit, instances[unit.instance_id], settings, endpoint, (prepared or {}).get(unit.key)),
+                lambda unit: (execute, unit, instances[unit.instance_id], settings, endpoint,
+                              (prepared or {}).get(unit.key)),
                 options.max_concurrency, finished, progress.running if progress else None)
