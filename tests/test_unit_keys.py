@@ -82,6 +82,8 @@ def test_a_setting_that_can_change_the_result_names_the_directory_of_its_sweep_j
 KEYLESS_SETTINGS = [
     "cluster.max_concurrency=1",
     "cluster.cpus_per_unit=1.0",
+    "cluster.sandbox_resource=docker_slot",
+    "cluster.sandbox_per_unit=2",
     "output_root=/tmp/elsewhere",
     "+agents.miniswe.request_timeout_s=30",
     "+agents.miniswe.model_retries=5",
