@@ -64,17 +64,19 @@ def toolz_src(tmp_path_factory) -> Path:
     return root / "toolz-1.0.0"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def ray_local():
-    """A local Ray on loopback for the session (reused when one is already initialised)."""
+    """A local Ray on loopback with two CPUs and two ``sandbox`` slots, as ``init_ray`` starts
+    one; started on first use, reused while initialised (a test that builds its own cluster
+    shuts it down, and the next user starts another), ended by Ray at exit."""
     import ray
 
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    from raydist.cluster.runner import RayOptions
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, resources={RayOptions().sandbox_resource: 2}, include_dashboard=False,
+                 log_to_driver=False)
     yield
-    if started:
-        ray.shutdown()
 
 
 GEMMA = "gemma3-270m"

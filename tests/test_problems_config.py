@@ -31,7 +31,8 @@ def test_the_defaults_are_the_values_problems_yaml_held():
         "sandbox": {"docker_host": None, "base_image": None, "network": "none", "grading_timeout_s": 900.0,
                     "limits": {"cpus": 1.0, "memory": "2g", "pids": 512, "file_size": "1g", "tmp_size": "512m",
                                "testbed_size": "1g"}},
-        "cluster": {"address": None, "max_concurrency": 2, "cpus_per_unit": 0.5, "image_build_cpus": 1.0},
+        "cluster": {"address": None, "max_concurrency": 2, "cpus_per_unit": 0.5, "image_build_cpus": 1.0,
+                    "sandbox_resource": "sandbox", "sandbox_per_unit": 1.0},
     }
 
 

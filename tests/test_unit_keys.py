@@ -82,6 +82,8 @@ def test_a_setting_that_can_change_the_result_names_the_directory_of_its_sweep_j
 KEYLESS_SETTINGS = [
     "cluster.max_concurrency=1",
     "cluster.cpus_per_unit=1.0",
+    "cluster.sandbox_resource=docker_slot",
+    "cluster.sandbox_per_unit=2",
     "output_root=/tmp/elsewhere",
     "+agents.miniswe.request_timeout_s=30",
     "+agents.miniswe.model_retries=5",
@@ -143,3 +145,25 @@ def test_the_default_launchs_unit_keys_are_those_its_earlier_rows_carry(tmp_path
     units = Job.from_config(cfg, run_dir=tmp_path / "run").units
     assert len(units) == 12
     assert hashlib.sha256(json.dumps([u.key for u in units]).encode()).hexdigest()[:16] == digest
+
+
+def test_the_node_that_ran_a_unit_is_no_part_of_its_key(tmp_path):
+    """A unit that ran again on another node (its first node lost) is the same unit: one key,
+    one stored row, the last node's."""
+    from dataclasses import fields
+
+    from raydist.cluster.plan import RunUnit, build_plan
+    from raydist.results import ResultStore
+    from raydist.tasks import load_instances
+
+    assert not {"node", "node_ip"} & {f.name for f in fields(RunUnit)}
+    [unit] = build_plan(load_instances("builtin", limit=1), model="-", agent="null", levels=["L0"], seeds=[0],
+                        config_hash="c")
+    store = ResultStore(tmp_path)
+    for node, ip in (("a" * 56, "10.0.0.1"), ("b" * 56, "10.0.0.2")):
+        store.write_row({"key": unit.key, "instance_id": unit.instance_id, "model": unit.model, "agent": unit.agent,
+                         "level": unit.level, "seed": unit.seed, "config_hash": "c", "resolved": False,
+                         "outcome": "unresolved", "node": node, "node_ip": ip})
+    assert store.finished_keys([unit.key], retry_errors=True) == {unit.key}
+    [row] = store.compile([unit.key]).to_pylist()
+    assert (row["key"], row["node"], row["node_ip"]) == (unit.key, "b" * 56, "10.0.0.2")

@@ -27,13 +27,40 @@ FAILURE = "__raydist_failure__"
 @dataclass(frozen=True)
 class RayOptions:
     """``address``: None starts a local Ray on loopback; "auto" joins a running cluster.
+    ``sandbox_resource``/``sandbox_per_unit``: the custom Ray resource of a node that runs
+    Docker work (``launch/ray_start.sh`` advertises one per CPU) and how much of it each unit,
+    image build and view preparation holds (0: ask for none).
     ``retry``: how a unit that ended in an infrastructure error runs again in this launch."""
 
     address: str | None = None
     max_concurrency: int = 2
     cpus_per_unit: float = 0.5
     image_build_cpus: float = 1.0
+    sandbox_resource: str = "sandbox"
+    sandbox_per_unit: float = 1.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    def __post_init__(self) -> None:
+        if self.sandbox_resource in RAY_RESOURCES or not self.sandbox_resource:
+            raise ValueError(f"cluster.sandbox_resource={self.sandbox_resource!r}: name a custom resource, not one "
+                             f"of Ray's own ({', '.join(RAY_RESOURCES)})")
+        amount = float(self.sandbox_per_unit)
+        if amount < 0 or (amount > 1 and not amount.is_integer()):
+            raise ValueError(f"cluster.sandbox_per_unit={self.sandbox_per_unit}: 0, a fraction below 1 or a whole "
+                             "number (Ray's rule for resource amounts)")
+
+    def sandbox(self, cpus: float) -> dict:
+        """Ray ``.options()`` of a task that holds ``cpus`` CPUs and one unit's sandbox share."""
+        resources = {self.sandbox_resource: float(self.sandbox_per_unit)} if self.sandbox_per_unit else {}
+        return {"num_cpus": cpus, "resources": resources}
+
+
+#: Resource names Ray defines itself; a sandbox resource must be another.
+RAY_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
+
+
+class ClusterTooSmall(RuntimeError):
+    """No live node of the connected Ray cluster offers what one unit asks for."""
 
 
 def init_ray(options: RayOptions) -> None:
@@ -47,7 +74,46 @@ def init_ray(options: RayOptions) -> None:
     if options.address:
         ray.init(address=options.address, log_to_driver=False)
     else:
-        ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+        # As launch/ray_start.sh does on a CPU node: one sandbox slot per CPU.
+        ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False,
+                 resources={options.sandbox_resource: _local_cpus()})
+
+
+def _local_cpus() -> int:
+    """CPUs this process may use (its affinity where the OS has one): Ray's own default count."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def check_capacity(options: RayOptions) -> None:
+    """Raise ``ClusterTooSmall`` unless some live node of the connected cluster has both a
+    unit's CPUs (``cpus_per_unit``) and its sandbox share (``sandbox_per_unit`` of
+    ``sandbox_resource``): without one, Ray would queue every unit forever. The message names
+    the missing resource and the nodes' totals."""
+    import ray
+
+    nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+    need = {"CPU": float(options.cpus_per_unit)}
+    if options.sandbox_per_unit:
+        need[options.sandbox_resource] = float(options.sandbox_per_unit)
+    if any(all(node.get(name, 0) >= amount for name, amount in need.items()) for node in nodes):
+        return
+    total = ray.cluster_resources()
+    missing = [name for name, amount in need.items() if not any(node.get(name, 0) >= amount for node in nodes)]
+    name = (missing or [options.sandbox_resource])[0]
+    raise ClusterTooSmall(
+        f"no node of the Ray cluster has {need.get(name, 0):g} {name!r} for one unit (the cluster has "
+        f"{total.get(name, 0):g} in all, over {len(nodes)} live node(s)); needed per unit: "
+        + ", ".join(f"{amount:g} {n}" for n, amount in need.items())
+        + ". Start Docker nodes with `launch/ray_start.sh worker` (it advertises 'sandbox', one per CPU), "
+          "or set cluster.sandbox_resource / cluster.sandbox_per_unit (0: ask for none) to what the cluster offers")
+
+
+def node_fields() -> dict:
+    """``{"node", "node_ip"}`` of the Ray node this code runs on: its id (as ``ray list
+    nodes`` and ``ray logs --node-id`` take it) and its IP address (to reach it)."""
+    import ray
+
+    return {"node": ray.get_runtime_context().get_node_id(), "node_ip": ray.util.get_node_ip_address()}
 
 
 def raise_interrupt(signum, frame):  # noqa: ARG001 - a signal handler's signature
@@ -68,8 +134,8 @@ def _remote_unit():
     import ray
 
     @ray.remote(max_retries=0)
-    def run_unit(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared) -> dict:
-        return execute_unit(unit, instance, settings, endpoint, prepared)
+    def run_unit(execute, unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared) -> dict:
+        return {**execute(unit, instance, settings, endpoint, prepared), **node_fields()}
 
     return run_unit
 
@@ -151,7 +217,7 @@ def run_preparations(tasks: Sequence, instances: dict, options, endpoint, settin
     ``ray_options.max_concurrency`` in flight; ``on_record(task, record, failure)`` gets each
     result at once (``failure``: None, or a ``raydist.results.sink.Failure`` classified by
     ``raydist.outcomes``, ``record`` then None; a task that died is an infrastructure error)."""
-    remote = _remote_prepare().options(num_cpus=ray_options.cpus_per_unit)
+    remote = _remote_prepare().options(**ray_options.sandbox(ray_options.cpus_per_unit))
 
     def on_result(task, result, error):
         if error is not None:
@@ -186,7 +252,7 @@ def build_images(recipes: dict, settings: UnitSettings, options: RayOptions) -> 
     record that error instead of each retrying the build."""
     import ray
 
-    build = _remote_image().options(num_cpus=options.image_build_cpus)
+    build = _remote_image().options(**options.sandbox(options.image_build_cpus))
     refs = {key: build.remote(r, settings.docker_host, settings.base_image, settings.cache_dir)
             for key, r in recipes.items()}
     failed = {}
@@ -210,16 +276,24 @@ def run_units(
     on_row: Callable[[dict], None],
     progress=None,
     prepared: dict | None = None,
+    execute: Callable[..., dict] = execute_unit,
 ) -> None:
     """Run ``units`` with at most ``options.max_concurrency`` in flight; ``on_row`` gets
-    each row at once; ``prepared`` maps a unit's key to its ``raydist.views.Prepared``
-    (L1/L4 inputs).
+    each row at once, with the ``node`` and ``node_ip`` that ran it (``node_fields``);
+    ``prepared`` maps a unit's key to its ``raydist.views.Prepared`` (L1/L4 inputs).
+    ``execute(unit, instance, settings, endpoint, prepared) -> row`` is what each Ray task
+    runs (``raydist.cluster.unit.execute_unit``). Each task holds ``options.cpus_per_unit``
+    CPUs and ``options.sandbox_per_unit`` of ``options.sandbox_resource``; raises
+    ``ClusterTooSmall`` before submitting anything when no node has both.
 
     A unit whose row is an ``infrastructure_error`` (or whose task died: worker killed, node
     lost) runs again after ``options.retry``'s backoff, at most ``options.retry.max_attempts``
     times in all; every attempt's row goes to ``on_row`` (the last one stays), with
-    ``attempts`` counting the tries. Input errors and bugs never run again."""
-    remote = _remote_unit().options(num_cpus=options.cpus_per_unit)
+    ``attempts`` counting the tries. Input errors and bugs never run again. A unit whose node
+    is lost mid-run is such a task: it runs again on a node that is left (its error row of
+    that attempt names no node: the task never reported back)."""
+    check_capacity(options)
+    remote = _remote_unit().options(**options.sandbox(options.cpus_per_unit))
     attempts: dict[str, int] = {}
 
     def finished(unit: RunUnit, row: dict | None, error: str | None) -> float | None:
@@ -238,5 +312,6 @@ def run_units(
         return delay
 
     run_bounded(remote, units,
-                lambda unit: (unit, instances[unit.instance_id], settings, endpoint, (prepared or {}).get(unit.key)),
+                lambda unit: (execute, unit, instances[unit.instance_id], settings, endpoint,
+                              (prepared or {}).get(unit.key)),
                 options.max_concurrency, finished, progress.running if progress else None)

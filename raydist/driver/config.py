@@ -138,6 +138,13 @@ class ClusterConfig:
     """Ray CPU reservation of one unit (the container has its own limit); above 0."""
     image_build_cpus: float = _RAY.image_build_cpus
     """Ray CPU reservation of one image build."""
+    sandbox_resource: str = _RAY.sandbox_resource
+    """Custom Ray resource of the nodes that run Docker work (``launch/ray_start.sh`` advertises
+    ``sandbox``, one per CPU; a local Ray advertises it too); units, image builds and view
+    preparations ask for it."""
+    sandbox_per_unit: float = _RAY.sandbox_per_unit
+    """How much of ``sandbox_resource`` one unit holds (0: ask for none, for a cluster that does
+    not advertise it); a launch whose cluster has no node with it fails at once, naming it."""
 
     def __post_init__(self) -> None:
         address = self.address if isinstance(self.address, str) else ""
@@ -151,6 +158,7 @@ class ClusterConfig:
             raise ConfigError(f"cluster.max_concurrency={self.max_concurrency}: must be at least 1")
         if float(self.cpus_per_unit) <= 0:
             raise ConfigError(f"cluster.cpus_per_unit={self.cpus_per_unit}: must be above 0")
+        _build("cluster", RayOptions, self)
 
 
 @dataclass

@@ -164,6 +164,12 @@ def _sweep(client, announce: bool = False) -> None:
 def _check_capacity(job: Job) -> None:
     import ray
 
+    from raydist.cluster.runner import ClusterTooSmall, check_capacity
+
+    try:
+        check_capacity(job.ray)
+    except ClusterTooSmall as exc:
+        raise JobError(str(exc)) from exc
     cpus = ray.cluster_resources().get("CPU", 0)
     for key, need in (("cluster.cpus_per_unit", job.ray.cpus_per_unit),
                       ("cluster.image_build_cpus", job.ray.image_build_cpus)):

@@ -37,6 +37,11 @@ RUNS_SCHEMA = pa.schema(
         pa.field("agent_exit", pa.string()),
         pa.field("error_cause", pa.string()),
         pa.field("attempts", pa.int64()),
+        # The Ray node that ran the unit's last attempt: its id (``ray list nodes``) and IP
+        # address; null when no task reported back (a lost node, an image that failed to
+        # build). Where a unit ran is no part of its key.
+        pa.field("node", pa.string()),
+        pa.field("node_ip", pa.string()),
         pa.field("exit_status", pa.string()),
         pa.field("steps", pa.int64()),
         pa.field("input_tokens", pa.int64()),

@@ -1,0 +1,173 @@
+"""Units spread over several Ray nodes through the real runner (``run_units``), on clusters
+built in this process (``ray.cluster_utils.Cluster``, loopback only): every row names the node
+that ran it, units ask for the ``sandbox`` resource, a cluster without it is refused at once,
+and a worker node lost mid-sweep loses no unit and runs none twice.
+
+The unit function stands in for ``execute_unit`` (which needs Docker): it sleeps and returns a
+finished row, so what is tested is the scheduling, not the sandbox."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from datetime import datetime, timezone
+
+import pytest
+import ray
+from ray.cluster_utils import Cluster
+
+from raydist.cluster.plan import build_plan
+from raydist.cluster.runner import ClusterTooSmall, RayOptions, init_ray, run_units
+from raydist.cluster.unit import UnitSettings
+from raydist.outcomes import RetryPolicy
+from raydist.results import ResultStore
+from raydist.results.sink import RowSink
+from raydist.tasks import load_instances
+
+pytestmark = pytest.mark.ray
+
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray's workers cannot import tests/
+
+PAUSE_S = 2.0
+"""How long one stand-in unit runs."""
+
+# Node loss is noticed within a second or two rather than Ray's default half minute.
+FAST_HEALTH_CHECKS = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 300,
+                      "health_check_timeout_ms": 300, "health_check_failure_threshold": 3}
+
+SETTINGS = UnitSettings(agent_kind="null", agent_settings={}, view_options={}, cache_dir="/nonexistent",
+                        run_dir="/nonexistent", network="none", grading_timeout_s=60)
+
+
+def sleeping_unit(unit, instance, settings, endpoint, prepared) -> dict:  # noqa: ARG001 - execute_unit's signature
+    """A finished (unresolved) row of ``unit`` after ``PAUSE_S`` seconds."""
+    time.sleep(PAUSE_S)
+    return {"key": unit.key, "instance_id": unit.instance_id, "model": unit.model, "agent": unit.agent,
+            "level": unit.level, "seed": unit.seed, "config_hash": unit.config_hash, "resolved": False,
+            "outcome": "unresolved", "agent_exit": "submitted", "wall_seconds": PAUSE_S,
+            "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+
+
+def plan(seeds: int):
+    instances = load_instances("builtin")
+    units = build_plan(instances, model="-", agent="null", levels=["L0"], seeds=range(seeds), config_hash="c")
+    return units, {i.instance_id: i for i in instances}
+
+
+@pytest.fixture
+def cluster():
+    """A head node without ``sandbox`` (it only runs the driver), workers added by the test; Ray
+    is connected to it for the test and shut down after."""
+    if ray.is_initialized():
+        ray.shutdown()  # another test's local Ray; ``ray_local`` starts a new one when next used
+    built = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,
+                                                          "_system_config": FAST_HEALTH_CHECKS})
+    try:
+        yield built
+    finally:
+        ray.shutdown()
+        built.shutdown()
+
+
+def connect(cluster: Cluster, *workers: dict) -> list:
+    nodes = [cluster.add_node(**worker) for worker in workers]
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, log_to_driver=False)
+    return nodes
+
+
+def test_a_worker_node_lost_mid_sweep_loses_no_unit_and_runs_none_twice(cluster, tmp_path):
+    kept, lost = connect(cluster, {"num_cpus": 2, "resources": {"sandbox": 2}},
+                         {"num_cpus": 2, "resources": {"sandbox": 2}})
+    units, instances = plan(seeds=2)  # 6 built-in instances x 2 seeds
+    rows: list[dict] = []
+    removed = threading.Event()
+
+    def remove_lost_node_mid_unit() -> None:
+        # Once both nodes have finished a unit, the next ones are running on both: halfway
+        # through them, the node goes.
+        while not {kept.node_id, lost.node_id} <= {r.get("node") for r in rows}:
+            time.sleep(0.05)
+        time.sleep(PAUSE_S / 2)
+        cluster.remove_node(lost, allow_graceful=False)
+        removed.set()
+
+    remover = threading.Thread(target=remove_lost_node_mid_unit, daemon=True)
+    remover.start()
+    store = ResultStore(tmp_path)
+    sink = RowSink(store)
+
+    def on_row(row: dict) -> None:
+        sink.write(row)
+        rows.append(row)
+
+    options = RayOptions(max_concurrency=4, cpus_per_unit=1, retry=RetryPolicy(max_attempts=3, backoff_s=0.2))
+    started = time.monotonic()
+    run_units(units, instances, SETTINGS, None, options, on_row, execute=sleeping_unit)
+    seconds = time.monotonic() - started
+    remover.join(timeout=10)
+    assert removed.is_set()
+
+    finished = [r for r in rows if r["outcome"] == "unresolved"]
+    failed = [r for r in rows if r["outcome"] != "unresolved"]
+    # Every unit finished exactly once, in this launch: none lost, none run twice.
+    assert sorted(r["key"] for r in finished) == sorted(u.key for u in units)
+    assert len(units) == 12
+    # The units in flight on the lost node failed as dead Ray tasks, without a node, and ran
+    # again (attempt 2) on the node that was left.
+    assert failed, "no unit was in flight on the removed node"
+    assert {(r["outcome"], r["error_cause"], r.get("node"), r["attempts"]) for r in failed} == {
+        ("infrastructure_error", "ray_task_failed", None, 1)}
+    retried = {r["key"] for r in failed}
+    assert {(r["node"], r["attempts"]) for r in finished if r["key"] in retried} == {(kept.node_id, 2)}
+    assert {r["attempts"] for r in finished if r["key"] not in retried} == {1}
+    # Units ran on both workers, never on the head; the IP is the loopback address.
+    assert {r["node"] for r in finished} == {kept.node_id, lost.node_id}
+    assert {r["node_ip"] for r in finished} == {"127.0.0.1"}
+    # The run directory holds one row per unit: the finished one, with its node.
+    table = store.compile([u.key for u in units]).to_pylist()
+    assert sorted((r["key"], r["outcome"]) for r in table) == sorted((u.key, "unresolved") for u in units)
+    assert {r["node"] for r in table} == {kept.node_id, lost.node_id}
+    assert seconds < 60
+
+
+def test_units_ask_for_the_sandbox_resource_and_run_only_on_nodes_that_offer_it(cluster):
+    docker_node, _cpu_only = connect(cluster, {"num_cpus": 2, "resources": {"sandbox": 1}}, {"num_cpus": 2})
+    units, instances = plan(seeds=1)
+    rows: list[dict] = []
+    run_units(units[:3], instances, SETTINGS, None, RayOptions(max_concurrency=3, cpus_per_unit=0.5), rows.append,
+              execute=sleeping_unit)
+    assert sorted(r["key"] for r in rows) == sorted(u.key for u in units[:3])
+    assert {r["node"] for r in rows} == {docker_node.node_id}  # one slot: the three ran there, one by one
+
+
+@pytest.mark.parametrize("options, message", [
+    (RayOptions(sandbox_resource="docker_slot"),
+     "no node of the Ray cluster has 1 'docker_slot' for one unit (the cluster has 0 in all, over 2 live node(s))"),
+    (RayOptions(sandbox_per_unit=4),
+     "no node of the Ray cluster has 4 'sandbox' for one unit (the cluster has 2 in all, over 2 live node(s))"),
+])
+def test_a_cluster_without_the_sandbox_resource_is_refused_before_any_unit_is_submitted(cluster, options, message):
+    connect(cluster, {"num_cpus": 2, "resources": {"sandbox": 2}})
+    units, instances = plan(seeds=1)
+    started = time.monotonic()
+    with pytest.raises(ClusterTooSmall) as raised:
+        run_units(units, instances, SETTINGS, None, options, lambda row: pytest.fail("a unit ran"),
+                  execute=sleeping_unit)
+    assert str(raised.value).startswith(message + "; needed per unit: 0.5 CPU, ")
+    assert "launch/ray_start.sh worker" in str(raised.value)
+    assert time.monotonic() - started < 10
+
+
+def test_a_local_ray_advertises_one_sandbox_slot_per_cpu():
+    from raydist.cluster.runner import _local_cpus
+
+    if ray.is_initialized():
+        ray.shutdown()
+    init_ray(RayOptions())
+    try:
+        resources = ray.cluster_resources()
+        assert (resources["sandbox"], resources["CPU"]) == (_local_cpus(), _local_cpus())
+    finally:
+        ray.shutdown()
