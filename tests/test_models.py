@@ -156,7 +156,7 @@ def test_the_shipped_server_command_runs_this_interpreter_and_keeps_placeholders
     assert argv[argv.index("--port") + 1] == "{port}" and argv[argv.index("--chat_format") + 1] == "gemma"
     assert argv[argv.index("--model_alias") + 1] == "gemma3-270m"
     assert server_arguments("gemma3-270m", gemma_entry) == {
-        "model_path": None, "startup_timeout": 180.0, "health_path": "/v1/models", "liveness_path": None, "policy": {},
+        "model_path": None, "host": "127.0.0.1", "startup_timeout": 180.0, "health_path": "/v1/models", "liveness_path": None, "policy": {},
     }
 
 

@@ -191,3 +191,20 @@ def test_a_client_reporting_failure_gets_the_server_checked_at_once(supervised):
     assert supervisor.api_base(wait_s=10, recheck=True) == api_base
     assert time.monotonic() - started < 5 and supervisor.restarts == 1
     assert supervisor.process.pid not in (None, first) and _answers(api_base)
+
+
+def test_a_server_bound_to_a_node_address_is_advertised_and_checked_there(supervised):
+    supervisor = supervised(host="127.0.0.2")
+    api_base = supervisor.start()
+    assert api_base == f"http://127.0.0.2:{_port(api_base)}/v1" and _answers(api_base)
+    assert supervisor.process.probe_host == "127.0.0.2" and supervisor.process.alive()
+
+
+def test_a_server_bound_to_all_interfaces_is_checked_through_loopback_and_restarted(supervised):
+    supervisor = supervised(host="0.0.0.0", advertise_host="127.0.0.3")
+    api_base = supervisor.start()
+    assert api_base == f"http://127.0.0.3:{_port(api_base)}/v1" and _answers(api_base)
+    assert supervisor.process.probe_host == "127.0.0.1" and supervisor.process.alive()
+    os.kill(supervisor.process.pid, signal.SIGKILL)
+    _wait_for(supervisor, 1, READY, 10)
+    assert supervisor.api_base() == api_base and _answers(api_base)

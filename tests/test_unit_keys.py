@@ -89,6 +89,7 @@ KEYLESS_SETTINGS = [
     "+agents.miniswe.model_retries=5",
     "view.request_timeout_base_s=10",
     "resume.max_attempts=5",
+    "local_models.gemma3-270m.host=0.0.0.0",
 ]
 
 

@@ -16,7 +16,7 @@ import uuid
 from contextlib import contextmanager
 from typing import Iterator
 
-from raydist.models.process import ModelServerError
+from raydist.models.process import DEFAULT_HOST, ModelServerError
 from raydist.models.supervisor import SupervisorPolicy
 
 
@@ -25,7 +25,7 @@ def serve_model(model: str, model_cfg: dict | None) -> Iterator:
     """Yield the ``ModelEndpoint`` of ``model`` (agents and view preparation use it).
 
     ``model_cfg`` is the ``local_models`` entry (command, model_path, grammar_server,
-    num_cpus, num_gpus, startup_timeout_s, and optionally health_path, liveness_path and
+    num_cpus, num_gpus, startup_timeout_s, and optionally host, health_path, liveness_path and
     ``supervisor``: fields of ``SupervisorPolicy``), an entry with only ``litellm_model`` and
     ``api_base`` for an OpenAI-compatible server that already runs (its ``grammar_server``
     defaults to ``none``), or None for a hosted litellm model; in the
@@ -118,8 +118,10 @@ def server_command(model_cfg: dict) -> list[str]:
 
 def server_arguments(model: str, model_cfg: dict) -> dict:
     """The ``ModelServer`` keyword arguments of the ``local_models`` entry ``model``: model path
-    (None for the embedded GGUF), start-up timeout (s), health and liveness paths, and the
-    supervision policy. Raises ``ModelServerError`` naming the entry when its ``supervisor``
+    (None for the embedded GGUF), the address to bind (``host``: ``DEFAULT_HOST``, loopback,
+    unless the entry names one; with 0.0.0.0 the actor advertises its node's IP in
+    ``api_base``, so units on other nodes reach the server), start-up timeout (s), health and
+    liveness paths, and the supervision policy. Raises ``ModelServerError`` naming the entry when its ``supervisor``
     is not a valid ``SupervisorPolicy``, so a bad key fails here and not inside the actor."""
     policy = dict(model_cfg.get("supervisor") or {})
     try:
@@ -130,6 +132,7 @@ def server_arguments(model: str, model_cfg: dict) -> dict:
     model_path = model_cfg.get("model_path")
     return {
         "model_path": None if model_path in (None, "embedded") else model_path,
+        "host": model_cfg.get("host") or DEFAULT_HOST,
         "startup_timeout": float(model_cfg.get("startup_timeout_s", 180)),
         "health_path": model_cfg.get("health_path", "/v1/models"),
         "liveness_path": model_cfg.get("liveness_path"),

@@ -236,9 +236,10 @@ class LaunchConfig:
 #: own (``raydist._util.run_dirs.job_name`` patterns): the keys its path already names
 #: (benchmark, agent, model, levels, seeds, and the ``sweep`` group that sets levels and
 #: seeds) and those that are part of no unit key (``raydist.cluster.plan``): where and how
-#: fast units run, what runs again, how long a model call may take, the dry run.
+#: fast units run, where a model server listens, what runs again, how long a model call may
+#: take, the dry run.
 UNNAMED_OVERRIDES = ("benchmark", "benchmark.name", "agent", "model", "levels", "seeds", "sweep", "dry_run",
-                     "cluster", "cluster.*", "resume.*", "sandbox.docker_host",
+                     "cluster", "cluster.*", "resume.*", "sandbox.docker_host", "local_models.*.host",
                      *(f"view.{name}" for name in TIMING_OPTIONS),
                      *(f"agents.*.{name}" for name in KEYLESS_AGENT_SETTINGS))
 

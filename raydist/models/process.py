@@ -32,6 +32,12 @@ from raydist.models.local import check_server_installed, embedded_model_path
 _PR_SET_PDEATHSIG = 1
 LOG_TAIL_LINES = 30
 
+DEFAULT_HOST = "127.0.0.1"
+"""The interface a model server binds unless its ``local_models`` entry names one (``host``):
+loopback, so only this machine reaches it."""
+
+ALL_INTERFACES = "0.0.0.0"
+
 
 class ModelServerError(RuntimeError):
     """The model server did not start or stopped answering; the message holds its log tail."""
@@ -88,7 +94,8 @@ class ServerProcess:
 
     Args:
         command: argv with optional `{host}`, `{port}`, `{model_path}` placeholders.
-        host: interface to bind (127.0.0.1 keeps traffic on loopback).
+        host: IPv4 interface to bind: 127.0.0.1 keeps traffic on loopback; 0.0.0.0 (all
+            interfaces) or a node address lets other machines reach the server.
         port: TCP port; None picks a free one.
         health_path: HTTP path that answers 200 once the model is loaded.
         liveness_path: HTTP path that answers 200 while the server runs, even when busy
@@ -107,7 +114,7 @@ class ServerProcess:
         self,
         command: list[str],
         *,
-        host: str = "127.0.0.1",
+        host: str = DEFAULT_HOST,
         port: int | None = None,
         health_path: str = "/v1/models",
         liveness_path: str | None = None,
@@ -135,6 +142,12 @@ class ServerProcess:
         if self.port is None or self._proc is None:
             raise ModelServerError("the model server has not been started; call start() first")
         return f"http://{self.advertise_host}:{self.port}/v1"
+
+    @property
+    def probe_host(self) -> str:
+        """Where this process checks its own server: loopback when it binds all interfaces,
+        else the bound address."""
+        return "127.0.0.1" if self.host == ALL_INTERFACES else self.host
 
     @property
     def pid(self) -> int | None:
@@ -211,7 +224,7 @@ class ServerProcess:
     def _answers(self, path: str, timeout: float) -> bool:
         if self.pid is None:
             return False
-        url = f"http://{self.host}:{self.port}{path}"
+        url = f"http://{self.probe_host}:{self.port}{path}"
         try:
             with urllib.request.urlopen(url, timeout=timeout) as response:
                 return response.status == 200

@@ -18,7 +18,7 @@ from dataclasses import replace
 import ray
 
 from raydist.models.endpoint import RESTART_WAIT_S, ModelEndpoint
-from raydist.models.process import LOG_TAIL_LINES, ModelServerError, ServerProcess
+from raydist.models.process import ALL_INTERFACES, LOG_TAIL_LINES, ModelServerError, ServerProcess
 from raydist.models.supervisor import Supervisor, SupervisorPolicy
 
 __all__ = ["ModelServer", "ModelServerError", "current_server", "follow_server"]
@@ -40,7 +40,7 @@ class ModelServer:
     """
 
     def __init__(self, command: list[str], *, policy: dict | None = None, **kwargs):
-        if kwargs.get("host") == "0.0.0.0" and not kwargs.get("advertise_host"):
+        if kwargs.get("host") == ALL_INTERFACES and not kwargs.get("advertise_host"):
             kwargs["advertise_host"] = ray.util.get_node_ip_address()
         self._process = ServerProcess(command, **kwargs)
         self._supervisor = Supervisor(self._process, SupervisorPolicy(**(policy or {})))
