@@ -8,19 +8,16 @@ to 127.0.0.1 alone would not be reached at it, as on separate machines (~80 s)."
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 
-os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # bind Ray to loopback
+import pytest
+import ray
+from ray.cluster_utils import Cluster
 
-import pytest  # noqa: E402
-import ray  # noqa: E402
-from ray.cluster_utils import Cluster  # noqa: E402
-
-from raydist.cluster.serving import serve_model  # noqa: E402
-from raydist.models.completion import litellm_complete  # noqa: E402
-from raydist.models.server import follow_server  # noqa: E402
+from raydist.cluster.serving import serve_model
+from raydist.models.completion import litellm_complete
+from raydist.models.server import follow_server
 
 pytestmark = [pytest.mark.ray, pytest.mark.llm]
 
