@@ -1,13 +1,17 @@
 """Units spread over several Ray nodes through the real runner (``run_units``), on clusters
 built in this process (``ray.cluster_utils.Cluster``, loopback only): every row names the node
 that ran it, units ask for the ``sandbox`` resource, a cluster without it is refused at once,
-and a worker node lost mid-sweep loses no unit and runs none twice.
+a worker node lost mid-sweep loses no unit and runs none twice, and a unit's files reach the
+driver's run directory from a node that cannot write there.
 
 The unit function stands in for ``execute_unit`` (which needs Docker): it sleeps and returns a
 finished row, so what is tested is the scheduling, not the sandbox."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import os
 import sys
 import threading
 import time
@@ -19,7 +23,9 @@ from ray.cluster_utils import Cluster
 
 from raydist.cluster.plan import build_plan
 from raydist.cluster.runner import ClusterTooSmall, RayOptions, init_ray, run_units
-from raydist.cluster.unit import UnitSettings
+from raydist.agents.outcome import save_trajectory
+from raydist.cluster.outputs import grading_log, grading_log_name, trajectory_name
+from raydist.cluster.unit import UnitSettings, execute_unit
 from raydist.outcomes import RetryPolicy
 from raydist.results import ResultStore
 from raydist.results.sink import RowSink
@@ -130,6 +136,101 @@ def test_a_worker_node_lost_mid_sweep_loses_no_unit_and_runs_none_twice(cluster,
     assert sorted((r["key"], r["outcome"]) for r in table) == sorted((u.key, "unresolved") for u in units)
     assert {r["node"] for r in table} == {kept.node_id, lost.node_id}
     assert seconds < 60
+
+
+READ_ONLY = "RAYDIST_TEST_READ_ONLY"
+"""Environment variable naming a folder this worker process must not write in (``forbid_writes``)."""
+
+
+def _refuse_writes(event: str, args: tuple) -> None:
+    """Audit hook: ``PermissionError`` for opening a file to write, creating a folder, renaming
+    or removing under the folder named by ``READ_ONLY``, as on a node whose disk lacks it."""
+    folder = os.environ.get(READ_ONLY)
+    if not folder:
+        return
+    if event == "open" and args[2] is not None and args[2] & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
+        paths = args[:1]
+    elif event in ("os.mkdir", "os.remove", "os.rmdir"):
+        paths = args[:1]
+    elif event == "os.rename":
+        paths = args[:2]
+    else:
+        return
+    for path in paths:
+        if isinstance(path, (str, bytes, os.PathLike)):
+            path = os.path.abspath(os.fsdecode(path))
+            if os.path.commonpath([path, folder]) == folder:
+                raise PermissionError(f"{path}: this node cannot write into the driver's run directory")
+
+
+def forbid_writes(folder: str) -> None:
+    """From now on this process cannot write under ``folder`` (an audit hook, installed once)."""
+    if not getattr(sys, "_raydist_test_guard", False):
+        sys.addaudithook(_refuse_writes)
+        sys._raydist_test_guard = True
+    os.environ[READ_ONLY] = os.path.abspath(folder)
+
+
+def trajectory_of(unit) -> dict:
+    return {"unit": unit.key, "messages": [{"role": "user", "content": f"fix {unit.instance_id}"}]}
+
+
+def saving_unit(unit, instance, settings, endpoint, prepared) -> dict:
+    """``execute_unit`` on a node that cannot write into ``settings.run_dir``, with a run that
+    saves a trajectory as the agents do and grades with a log; ``prepared == "fail"``: the run
+    raises after saving its trajectory."""
+    forbid_writes(settings.run_dir)
+
+    def run(unit, instance, settings, endpoint, prepared, trajectory_path):  # noqa: ARG001
+        save_trajectory(trajectory_of(unit), trajectory_path)
+        if prepared == "fail":
+            raise RuntimeError("the agent's sandbox went away")
+        return {"outcome": "unresolved", "agent_exit": "submitted",
+                "files": grading_log(unit, f"tests of {unit.instance_id}: 1 failed\n")}
+
+    return execute_unit(unit, instance, settings, endpoint, prepared, run=run)
+
+
+def test_a_units_files_reach_the_drivers_run_directory_from_a_node_that_cannot_write_there(cluster, tmp_path):
+    worker, = connect(cluster, {"num_cpus": 2, "resources": {"sandbox": 2}})
+    units, instances = plan(seeds=1)
+    units = units[:3]
+    run_dir = tmp_path / "run"
+    store = ResultStore(run_dir)
+    sink = RowSink(store)
+    rows: list[dict] = []
+    settings = dataclasses.replace(SETTINGS, run_dir=str(run_dir))
+
+    def on_row(row: dict) -> None:
+        sink.write(row)
+        rows.append(row)
+
+    run_units(units, instances, settings, None, RayOptions(max_concurrency=3, cpus_per_unit=0.5), on_row,
+              prepared={units[2].key: "fail"}, execute=saving_unit)
+
+    assert {r["node"] for r in rows} == {worker.node_id}
+    assert sorted((r["key"], r["outcome"]) for r in rows) == sorted(
+        [(units[0].key, "unresolved"), (units[1].key, "unresolved"), (units[2].key, "bug")])
+    for unit in units:
+        trajectory = run_dir / "trajectories" / trajectory_name(unit)
+        assert trajectory.read_text() == json.dumps(trajectory_of(unit), indent=2)
+        assert store.read_row(unit.key)["trajectory"] == str(trajectory)
+    for unit in units[:2]:
+        assert (run_dir / "grading" / grading_log_name(unit)).read_text() == f"tests of {unit.instance_id}: 1 failed\n"
+    assert sorted(p.name for p in (run_dir / "grading").iterdir()) == sorted(grading_log_name(u) for u in units[:2])
+    # The guard is real: a task on the worker that writes into the run directory is refused.
+    attempt = ray.remote(try_to_write).options(resources={"sandbox": 1}).remote(str(run_dir))
+    assert ray.get(attempt).startswith(f"PermissionError: {run_dir}/trajectories")
+    assert not (run_dir / "trajectories" / "x.json").exists()
+
+
+def try_to_write(run_dir: str) -> str:
+    forbid_writes(run_dir)
+    try:
+        save_trajectory({}, f"{run_dir}/trajectories/x.json")
+    except PermissionError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return "written"
 
 
 def test_units_ask_for_the_sandbox_resource_and_run_only_on_nodes_that_offer_it(cluster):

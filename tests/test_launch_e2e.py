@@ -133,6 +133,14 @@ def test_oracle_run_writes_its_steps_action_counts_and_leak_audit(tmp_path):
     assert [(s["key"], s["step"], s["category"], s["input_tokens"], s["leak_count"], s["memorised_names"])
             for s in steps] == [(row["key"], 1, "edit", 0, 0, "[]"), (row["key"], 2, "submit", 0, 0, "[]")]
     assert "| - | oracle | L0 | 1 | 0.0 | 0.0 | 0.0 | 0.0 | 1.0 | 0.0 | 1.0 | 0.0 | 3 | 0 | 14 |" in res.stdout
+    # Its trajectory and grading log are in the run directory, written once by the driver.
+    run_dir = tmp_path / "builtin" / "oracle" / "gemma3-270m" / "L0__s0"
+    [trajectory] = (run_dir / "trajectories").iterdir()
+    assert row["trajectory"] == str(trajectory)
+    assert json.loads(trajectory.read_text())["info"]["exit_status"] == "Submitted"
+    [log] = (run_dir / "grading").iterdir()
+    assert log.name == trajectory.name.replace(".traj.json", ".grading.log")
+    assert "passed" in log.read_text()
 
 
 def test_unknown_model_name_is_a_clear_error_before_any_unit_runs(tmp_path):

@@ -88,8 +88,9 @@ def test_a_launch_whose_model_server_is_killed_twice_finishes_every_unit(tmp_pat
     try:
         started = time.monotonic()
         first, port = _wait("llama.cpp server", lambda: _llama_server(launch.pid), launch, log, 900)
-        # Kill 1: once an agent has taken a step, so later calls of that run are in flight or due.
-        _wait("agent step", lambda: list((run_dir / "trajectories").glob("*")), launch, log, 900)
+        # Kill 1: once the first unit has its row (its trajectory arrives with it), so the
+        # second unit's calls are in flight or due.
+        _wait("first unit", lambda: list((run_dir / "rows").glob("*.parquet")), launch, log, 900)
         os.kill(first, signal.SIGKILL)
         killed_first = time.monotonic()
         second, second_port = _wait("restarted server", lambda: (s := _llama_server(launch.pid)) and s[0] != first and s,

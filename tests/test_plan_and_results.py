@@ -250,7 +250,7 @@ def test_redact_masks_credential_fields_and_secret_values():
 
 
 def test_trajectory_file_name_cannot_leave_the_run_directory():
-    from raydist.cluster.unit import trajectory_name
+    from raydist.cluster.outputs import trajectory_name
 
     unit = RunUnit("../../etc/x y", "h", "m", "oracle", "L0", 0, "c")
     name = trajectory_name(unit)

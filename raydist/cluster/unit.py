@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import json
-import re
 import time
 import traceback
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from raydist.cluster.outputs import grading_log, read_trajectory, scratch_trajectory
 from raydist.cluster.plan import RunUnit
 from raydist.outcomes import BUG, INPUT_ERROR, RESOLVED, UNRESOLVED, InfrastructureError, InputError, agent_exit_of, \
     classify_exception
@@ -54,10 +54,14 @@ class UnitInputError(InputError):
     """The instance itself cannot be run as given (recorded, not retried)."""
 
 
-def execute_unit(unit: RunUnit, instance, settings: UnitSettings, endpoint=None, prepared=None) -> dict:
+def execute_unit(unit: RunUnit, instance, settings: UnitSettings, endpoint=None, prepared=None, *,
+                 run=None) -> dict:
     """Run one unit and return its result row (see ``raydist.results.schema``), with the
     agent's per-command records under ``step_records`` when it ran (``ResultStore.write_row``
-    stores them as the unit's steps).
+    stores them as the unit's steps) and the unit's files under ``files``
+    (``raydist.cluster.outputs``: the trajectory, also of a run that failed after the agent
+    saved one, and the grading log), which the driver writes into its run directory: nothing
+    is written into ``settings.run_dir`` from here, which may be on another machine.
 
     ``prepared`` is the unit's ``raydist.views.Prepared`` (L1 statement, L4 rewrites) from
     ``raydist.cluster.prepare``; levels without L1/L4 need none.
@@ -68,13 +72,21 @@ def execute_unit(unit: RunUnit, instance, settings: UnitSettings, endpoint=None,
     (``infrastructure_error``: Docker, image build, model server, retried within a bound;
     ``input_error``: the instance; ``bug``: raydist itself, with the traceback in ``error``),
     with its ``error_cause``. An error row also carries ``retry_after`` (seconds or None; not
-    a stored column) for the scheduler's backoff."""
+    a stored column) for the scheduler's backoff.
+
+    ``run(unit, instance, settings, endpoint, prepared, trajectory_path) -> fields`` is the
+    run itself (default: the sandboxed agent and grading of this module); it saves the
+    trajectory at ``trajectory_path`` (a scratch file on this node)."""
     started = time.time()
     row = _base_row(unit)
-    try:
-        row.update(_run(unit, instance, settings, endpoint, prepared))
-    except Exception as exc:  # noqa: BLE001 - every failure must become a recorded row
-        row.update(error_fields(exc))
+    with scratch_trajectory(unit) as scratch:
+        try:
+            row.update((run or _run)(unit, instance, settings, endpoint, prepared, scratch))
+        except Exception as exc:  # noqa: BLE001 - every failure must become a recorded row
+            row.update(error_fields(exc))
+        files = {**read_trajectory(scratch), **row.get("files", {})}
+    if files:
+        row["files"] = files
     row["wall_seconds"] = round(time.time() - started, 3)
     row["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return row
@@ -99,7 +111,7 @@ def _base_row(unit: RunUnit) -> dict:
     }
 
 
-def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared=None) -> dict:
+def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared, traj_path: Path) -> dict:
     from raydist.agents.outcome import exposure_columns
     from raydist.grading import grade
     from raydist.sandbox import Limits, connect, ensure_instance_image
@@ -119,7 +131,6 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared=Non
     repo = RepoFiles(Path(image.repo_dir))
     view = build_view(instance, repo, unit.level, unit.seed, settings.view_options, prepared)
     limits = settings.limits or Limits()
-    traj_path = Path(settings.run_dir) / "trajectories" / trajectory_name(unit)
 
     t0 = time.time()
     from raydist.sandbox import Sandbox
@@ -136,7 +147,6 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared=Non
         "view_files": len(view.files),
         "statement_source": view.meta.get("l1_source", "canonical"),
         "statement_attempts": int(view.meta.get("l1_attempts", 0)),
-        "trajectory": str(traj_path),
         # §IV RQ2 action mix and §III-F leak audit; the step records go to the steps file.
         **{f"actions_{category}": n for category, n in outcome.action_counts.items()},
         "step_records": [dict(r) for r in outcome.step_records],
@@ -170,6 +180,7 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared=Non
         pass_to_pass_passed=sum(1 for s in result.pass_to_pass.values() if s == "PASSED"),
         pass_to_pass_total=len(instance.PASS_TO_PASS), tests_missing=result.missing,
         grading_channel=result.grading_channel, test_infra_changed=json.dumps(list(result.test_infra_changed)),
+        files=grading_log(unit, result.log),
     )
     out.update(outcome=RESOLVED if result.resolved else UNRESOLVED)
     if result.error:
@@ -181,13 +192,6 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared=Non
             # (a forgery) are the agent's outcome: unresolved, with the reason.
             out["outcome"] = INPUT_ERROR
     return out
-
-
-def trajectory_name(unit: RunUnit) -> str:
-    """File name of a unit's trajectory: the instance id made safe for a file name (an id is
-    data from an instance file and must never steer where raydist writes), level, seed, key."""
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", unit.instance_id).lstrip("._")[:120] or "instance"
-    return f"{slug}__{unit.level}__s{unit.seed}__{unit.key[:8]}.traj.json"
 
 
 def _install_view(box, view) -> dict[str, tuple]:

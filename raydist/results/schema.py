@@ -123,9 +123,10 @@ def table_from_rows(rows: Iterable[Mapping], schema: pa.Schema, table: str) -> p
 _DEFAULTS = {"resolved": False}
 
 #: Keys a row produced by ``raydist.cluster.unit.execute_unit`` carries besides the columns:
-#: the unit's step records (stored as its steps file) and a failing service's Retry-After
-#: (read by the scheduler). They are never stored in the row.
-TRANSIENT_KEYS = frozenset({"step_records", "retry_after"})
+#: the unit's step records (stored as its steps file), its files (trajectory, grading log:
+#: written into the run directory) and a failing service's Retry-After (read by the
+#: scheduler). They are never stored in the row.
+TRANSIENT_KEYS = frozenset({"step_records", "files", "retry_after"})
 
 
 def normalise_row(row: Mapping) -> dict:

@@ -4,7 +4,9 @@ Each finished unit's row is written at once as ``rows/<key>.parquet`` through a 
 named temporary file and an atomic rename (every file here is written that way), so a driver killed at any moment leaves either the whole row or
 nothing; one file per key means a re-run can never duplicate a row. The unit's step records
 travel in the row dict under ``step_records`` and go to ``steps/<key>.parquet`` the same
-way, before the row, so a row on disk always has its steps beside it. ``compile`` gathers
+way, before the row, so a row on disk always has its steps beside it; so do its files
+(``files``: trajectory and grading log, sent back from whichever node ran the unit, so the run
+directory on the driver is complete). ``compile`` gathers
 the rows of a plan into ``runs.parquet``, ``steps.parquet`` and ``preds.jsonl``.
 """
 
@@ -25,12 +27,17 @@ from raydist.outcomes import OUTCOMES, retryable
 from raydist.results.schema import RUNS_SCHEMA, STEPS_SCHEMA, normalise_row, step_rows, table_from_rows
 
 
+#: Folders of the run directory that hold the units' files (``raydist.cluster.outputs``).
+FILE_FOLDERS = ("trajectories", "grading")
+
+
 class ResultStore:
     """The result rows of one run directory.
 
     ``run_dir`` layout: ``rows/<key>.parquet`` (one per finished unit), ``steps/<key>.parquet``
-    (its executed commands, when it ran any), ``trajectories/``, ``runs.parquet``,
-    ``steps.parquet``, ``preds.jsonl``, ``summary.md``.
+    (its executed commands, when it ran any), ``trajectories/`` and ``grading/`` (the units'
+    files, ``FILE_FOLDERS``), ``runs.parquet``, ``steps.parquet``, ``preds.jsonl``,
+    ``summary.md``.
     """
 
     def __init__(self, run_dir: str | Path):
@@ -38,7 +45,7 @@ class ResultStore:
         self.rows_dir = self.run_dir / "rows"
         self.steps_dir = self.run_dir / "steps"
         self.trajectories_dir = self.run_dir / "trajectories"
-        for folder in (self.rows_dir, self.steps_dir, self.trajectories_dir):
+        for folder in (self.rows_dir, self.steps_dir, *(self.run_dir / f for f in FILE_FOLDERS)):
             folder.mkdir(parents=True, exist_ok=True)
 
     def row_path(self, key: str) -> Path:
@@ -88,22 +95,46 @@ class ResultStore:
     def write_row(self, row: Mapping) -> Path:
         """Write one unit's row durably (fsync, then atomic rename). Returns its path.
 
-        ``row["step_records"]`` (optional: ``ViewEnvironment.steps`` dicts) is written first
-        as the unit's steps file; a row without step records removes a steps file left by an
-        earlier attempt of the unit, so the steps on disk are always the row's own.
+        ``row["files"]`` (optional: ``{"<folder>/<name>": text}``, a folder of
+        ``FILE_FOLDERS``) is written first, each file atomically; the ``trajectory`` column
+        becomes the path of the file written to ``trajectories/``. Then
+        ``row["step_records"]`` (optional: ``ViewEnvironment.steps`` dicts) as the unit's
+        steps file; a row without step records removes a steps file left by an earlier
+        attempt of the unit, so the steps on disk are always the row's own.
 
         Raises ``OSError`` (e.g. ENOSPC for a full disk) with the path in the message; the
         rows already written are untouched. Raises ``KeyError`` naming a missing field or a key
         that is no column of the row (``normalise_row``), ``ValueError`` naming a key of a step
         record that is no column of ``steps.parquet`` or a required one it lacks
-        (``table_from_rows``); nothing is written then."""
+        (``table_from_rows``), ``ValueError`` naming a file path outside ``FILE_FOLDERS``;
+        nothing is written then."""
+        files = {self._file_path(name): text for name, text in (row.get("files") or {}).items()}
+        trajectory = [str(path) for path in files if path.parent == self.trajectories_dir]
+        if trajectory:
+            row = {**row, "trajectory": trajectory[0]}
         table = table_from_rows([normalise_row(row)], RUNS_SCHEMA, "runs.parquet")
         steps = step_rows(row, row.get("step_records") or ())
-        if steps:
-            _durable_write(table_from_rows(steps, STEPS_SCHEMA, "steps.parquet"), self.steps_path(row["key"]), "steps")
+        steps_table = table_from_rows(steps, STEPS_SCHEMA, "steps.parquet") if steps else None
+        for path, text in files.items():
+            try:
+                atomic_write_text(path, text)
+            except OSError as exc:
+                raise OSError(exc.errno, f"could not write unit file {path}: {exc.strerror}") from exc
+        if steps_table is not None:
+            _durable_write(steps_table, self.steps_path(row["key"]), "steps")
         else:
             self.steps_path(row["key"]).unlink(missing_ok=True)
         return _durable_write(table, self.row_path(row["key"]), "result row")
+
+    def _file_path(self, name: str) -> Path:
+        """Where the unit file ``<folder>/<name>`` goes; ``ValueError`` unless the folder is one
+        of ``FILE_FOLDERS`` and the name a plain file name (the names come from another
+        process and must never steer a write elsewhere)."""
+        folder, _, base = name.partition("/")
+        if folder not in FILE_FOLDERS or not base or "/" in base or base.startswith(".") or "\0" in base:
+            raise ValueError(f"unit file {name!r} is not <folder>/<file name> with a folder of "
+                             f"{', '.join(FILE_FOLDERS)}")
+        return self.run_dir / folder / base
 
     def compile(self, keys: Iterable[str]) -> pa.Table:
         """Write ``runs.parquet`` (one row per finished unit among ``keys``, in plan order),
