@@ -92,21 +92,27 @@ def gemma_entry() -> dict:
     return OmegaConf.to_container(OmegaConf.load(conf).local_models[GEMMA], resolve=True)
 
 
-@pytest.fixture(scope="session")
+#: The running embedded server: ``(driver node id, actor, api_base)``; see ``llama``.
+_LLAMA: list = []
+
+
+@pytest.fixture
 def llama(ray_local, gemma_entry):
-    """``(actor, api_base)`` of the session's one llama.cpp server of the embedded Gemma model
-    (``openai/gemma3-270m`` for litellm), under a ModelServer Ray actor started with the
-    production command and arguments (``raydist.cluster.serving``)."""
+    """``(actor, api_base)`` of the embedded Gemma model's llama.cpp server (``openai/gemma3-270m``
+    for litellm), under a ModelServer Ray actor started with the production command and
+    arguments (``raydist.cluster.serving``). One server per local Ray: started on first use,
+    started again when a test that built its own cluster ended the Ray it lived in (the
+    driver's node id tells), stopped with that Ray at exit."""
     import ray
 
     from raydist.cluster.serving import server_arguments, server_command
     from raydist.models.server import ModelServer
 
-    actor = ModelServer.options(num_cpus=1).remote(server_command(gemma_entry), **server_arguments(GEMMA, gemma_entry))
-    api_base = ray.get(actor.start.remote())
-    yield actor, api_base
-    ray.get(actor.stop.remote())
-    ray.kill(actor)
+    node = ray.get_runtime_context().get_node_id()
+    if not _LLAMA or _LLAMA[0] != node:
+        actor = ModelServer.options(num_cpus=1).remote(server_command(gemma_entry), **server_arguments(GEMMA, gemma_entry))
+        _LLAMA[:] = [node, actor, ray.get(actor.start.remote())]
+    yield _LLAMA[1], _LLAMA[2]
 
 
 class _SlowModel(BaseHTTPRequestHandler):
