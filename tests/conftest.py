@@ -74,7 +74,7 @@ def ray_local():
     from raydist.cluster.runner import RayOptions
 
     if not ray.is_initialized():
-        ray.init(num_cpus=2, resources={RayOptions().sandbox_resource: 2}, include_dashboard=False,
+        ray.init(address="local", num_cpus=2, resources={RayOptions().sandbox_resource: 2}, include_dashboard=False,
                  log_to_driver=False)
     yield
 

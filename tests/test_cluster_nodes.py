@@ -272,3 +272,44 @@ def test_a_local_ray_advertises_one_sandbox_slot_per_cpu():
         assert (resources["sandbox"], resources["CPU"]) == (_local_cpus(), _local_cpus())
     finally:
         ray.shutdown()
+
+
+HOLD_CLUSTER = """
+import os, signal, sys, time
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+from ray.cluster_utils import Cluster
+cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": {"elsewhere": 1},
+                                                        "include_dashboard": False})
+signal.signal(signal.SIGTERM, lambda *_: (cluster.shutdown(), sys.exit(0)))
+print(cluster.address, flush=True)
+time.sleep(300)
+cluster.shutdown()
+"""
+
+LOCAL_LAUNCH = """
+import json, ray
+from raydist.cluster.runner import RayOptions, init_ray
+init_ray(RayOptions())
+print(json.dumps(ray.cluster_resources()))
+"""
+
+
+def test_a_local_launch_starts_its_own_ray_beside_a_cluster_already_running_on_the_machine():
+    """A bare ``ray.init()`` joins a cluster another program runs here (it finds it through
+    /tmp/ray), and then fails on the local instance's resources; a launch without
+    ``cluster.address`` must start its own."""
+    import subprocess
+
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_CLUSTER], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip()  # the other cluster's address: it runs
+        done = subprocess.run([sys.executable, "-c", LOCAL_LAUNCH], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        resources = json.loads(done.stdout.strip().splitlines()[-1])
+        from raydist.cluster.runner import _local_cpus
+
+        assert "elsewhere" not in resources
+        assert (resources["sandbox"], resources["CPU"]) == (_local_cpus(), _local_cpus())
+    finally:
+        holder.terminate()
+        holder.wait(60)

@@ -64,8 +64,11 @@ class ClusterTooSmall(RuntimeError):
 
 
 def init_ray(options: RayOptions) -> None:
-    """Start or join Ray once per process. A local instance binds 127.0.0.1 and has no
-    dashboard: on a laptop or CI machine nothing listens beyond loopback."""
+    """Start or join Ray once per process: join ``options.address`` when it is set, else start
+    a new local instance (``address="local"``), never a cluster that happens to run on this
+    machine (a ``ray start --head`` or another program's cluster, which a bare ``ray.init()``
+    would join). A local instance binds 127.0.0.1 and has no dashboard: on a laptop or CI
+    machine nothing listens beyond loopback."""
     import ray
 
     if ray.is_initialized():
@@ -75,7 +78,7 @@ def init_ray(options: RayOptions) -> None:
         ray.init(address=options.address, log_to_driver=False)
     else:
         # As launch/ray_start.sh does on a CPU node: one sandbox slot per CPU.
-        ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False,
+        ray.init(address="local", include_dashboard=False, log_to_driver=False, configure_logging=False,
                  resources={options.sandbox_resource: _local_cpus()})
 
 
