@@ -46,9 +46,11 @@ def job_overrides(argv: list[str]) -> list[list[str]] | None:
     return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
 
 
-def preflight(argv: list[str]) -> str | None:
+def preflight(argv: list[str], config_name: str = "config", check=check_config) -> str | None:
     """The first problem with the settings of any job ``argv`` runs (``"config key ...: ..."``),
-    or None when every job's settings are valid."""
+    or None when every job's settings are valid. ``config_name`` is the launcher's primary
+    config in ``raydist/conf`` (``problems`` for the problems launcher); ``check`` validates a
+    composed job config (raising ``ConfigError``), or None to check composition only."""
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
@@ -64,7 +66,9 @@ def preflight(argv: list[str]) -> str | None:
             for overrides in jobs:
                 where = f" (job {' '.join(overrides)})" if len(jobs) > 1 else ""
                 try:
-                    check_config(compose("config", overrides=overrides))
+                    cfg = compose(config_name, overrides=overrides)
+                    if check is not None:
+                        check(cfg)
                 except ConfigError as exc:
                     return f"{exc}{where}"
                 except (HydraException, OmegaConfBaseException) as exc:

@@ -184,8 +184,13 @@ def _shut_down(job) -> None:
 
 
 def cli(argv: list[str] | None = None) -> int:
-    """Check the command line's keys, run Hydra, return the launch's exit status."""
-    problem = unknown_override(sys.argv[1:] if argv is None else argv)
+    """Check the command line's keys and that every job's config composes (a group option
+    that does not exist, e.g. ``benchmark=nosuch``, exits 2 naming the options there), run
+    Hydra, return the launch's exit status."""
+    from raydist.driver.preflight import preflight
+
+    args = sys.argv[1:] if argv is None else argv
+    problem = unknown_override(args) or preflight(args, "problems", check=None)
     if problem:
         print(f"raydist: error: {problem}", file=sys.stderr)
         return 2
