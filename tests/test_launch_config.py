@@ -110,6 +110,13 @@ def test_a_bad_value_in_any_job_of_a_multirun_is_refused_before_the_first_job():
     assert preflight(["--multirun", "agent=oracle,null", "levels=[L0],[L3]"]) is None
 
 
+def test_a_grading_timeout_that_is_not_positive_is_refused_naming_the_key():
+    assert preflight(["sandbox.grading_timeout_s=-1"]) == (
+        "sandbox.grading_timeout_s=-1.0: must be a positive number of seconds, e.g. sandbox.grading_timeout_s=900")
+    assert preflight(["sandbox.grading_timeout_s=0"]).startswith("sandbox.grading_timeout_s=0.0: must be a positive")
+    assert preflight(["sandbox.grading_timeout_s=30"]) is None
+
+
 def test_a_dashboard_address_is_refused_with_how_to_submit_the_launch_there():
     problem = preflight(["cluster.address=http://head:8265"])
     assert problem.startswith("cluster.address=http://head:8265: that is the Ray dashboard (job submission) address")

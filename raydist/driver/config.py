@@ -121,7 +121,13 @@ class SandboxConfig:
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     """Resource limits of every container."""
     grading_timeout_s: float = 900.0
-    """Seconds the test run of one grading may take."""
+    """Seconds the test run of one grading may take (> 0)."""
+
+    def __post_init__(self) -> None:
+        timeout = self.grading_timeout_s
+        if isinstance(timeout, (int, float)) and not timeout > 0:
+            raise ConfigError(f"sandbox.grading_timeout_s={timeout}: must be a positive number of seconds, "
+                              "e.g. sandbox.grading_timeout_s=900")
 
 
 @dataclass
