@@ -187,13 +187,15 @@ def test_reference_task_files_run_through_the_same_path(tmp_path, benchmark, n_i
 def test_hydra_multirun_leaves_one_complete_table_per_agent_level_and_seed(tmp_path):
     res = launch(tmp_path, "--multirun", "agent=oracle,null", "levels=[L0],[L3]", "benchmark.limit=1")
     assert res.returncode == 0, res.stderr[-3000:]
-    got = {(agent, view): [(r["level"], r["seed"], r["outcome"]) for r in runs(tmp_path, "builtin", agent, view)]
+    # benchmark.limit changes what a job computes, so it names a last folder of each job's directory
+    got = {(agent, view): [(r["level"], r["seed"], r["outcome"])
+                           for r in runs(tmp_path, "builtin", agent, f"{view}/benchmark.limit=1")]
            for agent in ("oracle", "null") for view in ("L0__s0", "L3__s0")}
     assert got == {("oracle", "L0__s0"): [("L0", 0, "resolved")], ("oracle", "L3__s0"): [("L3", 0, "resolved")],
                    ("null", "L0__s0"): [("L0", 0, "unresolved")], ("null", "L3__s0"): [("L3", 0, "unresolved")]}
-    summaries = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.glob("builtin/*/*/*/summary.md"))
-    assert summaries == ["builtin/null/gemma3-270m/L0__s0/summary.md", "builtin/null/gemma3-270m/L3__s0/summary.md",
-                         "builtin/oracle/gemma3-270m/L0__s0/summary.md", "builtin/oracle/gemma3-270m/L3__s0/summary.md"]
+    summaries = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.glob("builtin/**/summary.md"))
+    assert summaries == [f"builtin/{agent}/gemma3-270m/{view}/benchmark.limit=1/summary.md"
+                         for agent in ("null", "oracle") for view in ("L0__s0", "L3__s0")]
 
 
 def test_a_failing_multirun_job_does_not_stop_the_next_and_the_exit_status_names_it(tmp_path):
@@ -201,12 +203,14 @@ def test_a_failing_multirun_job_does_not_stop_the_next_and_the_exit_status_names
     res = launch(tmp_path, "--multirun", "agent=null", f"sandbox.docker_host={dead},null", "benchmark.limit=1",
                  "levels=[L0]")
     assert res.returncode == 1, res.stderr[-3000:]
-    assert [(r["level"], r["outcome"]) for r in runs(tmp_path, "builtin", "null", "L0__s0")] == [("L0", "unresolved")]
+    # sandbox.docker_host changes nothing computed: both jobs' directory is named by benchmark.limit alone
+    assert [(r["level"], r["outcome"]) for r in runs(tmp_path, "builtin", "null", "L0__s0/benchmark.limit=1")] == [
+        ("L0", "unresolved")]
     failed = [line for line in res.stderr.splitlines() if line.startswith("raydist: failed job")]
     escaped = dead.replace(":", "\\:")  # Hydra names the job in its override syntax
     assert failed == [f"raydist: failed job (exit 1): output_root={tmp_path} agent=null sandbox.docker_host={escaped} "
                       "benchmark.limit=1 "
-                      f"levels=[L0] -> {tmp_path}/builtin/null/gemma3-270m/L0__s0"]
+                      f"levels=[L0] -> {tmp_path}/builtin/null/gemma3-270m/L0__s0/benchmark.limit=1"]
 
 
 @pytest.mark.llm
