@@ -10,7 +10,9 @@ Differences from `LitellmTextbasedModel`, each for one reason:
   meanwhile; then the run ends with `ModelUnreachable`, also when the supervisor says the
   server failed for good: the machine failed the unit, not the model (the outcome taxonomy
   makes it `InfrastructureError(cause="model_unreachable")`; its exit status
-  `ModelUnreachable` is an infrastructure error, never the agent's own end);
+  `ModelUnreachable` is an infrastructure error, never the agent's own end); a replicated
+  model's calls go through litellm's Router over its replicas (`raydist.models.router`),
+  which follows their restarts itself;
 - the local placeholder API key is added per call, so it never enters the serialized config;
 - prompt and completion tokens are summed from `response.usage`, and each call's own
   counts are set in its message's `extra` (`input_tokens`, `output_tokens`) for the step
@@ -62,6 +64,10 @@ class EndpointModel(LitellmTextbasedModel):
         super().__init__(model_name=endpoint.litellm_model, **kwargs)
 
     def _query(self, messages: list[dict[str, str]], **kwargs):
+        if self.endpoint.replica_names:  # litellm's Router over the replicas follows them itself
+            call = partial(self.endpoint.completion_function(), model=self.endpoint.litellm_model, messages=messages,
+                           **(self.config.model_kwargs | self.endpoint.secret_kwargs() | kwargs))
+            return call_with_retries(call, endpoint=self.endpoint, retries=self.retries)
         self._follow_server(recheck=False)
         for round_ in range(1 + (self.reconnects if self.endpoint.server_name else 0)):
             call = partial(super()._query, messages,

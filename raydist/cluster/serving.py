@@ -6,7 +6,9 @@ model needs no server. Scripted agents use no model at all.
 
 The actor supervises its server (``raydist.models.supervisor``): a server that dies or hangs
 is restarted, within a bound, possibly on another port. The endpoint names the actor
-(``server_name``), so model calls in Ray tasks ask it for the current address.
+(``server_name``), so model calls in Ray tasks ask it for the current address. With
+``replicas: N`` there are N actors, spread over the nodes, and the endpoint names them all
+(``replica_names``): each process routes its calls over them with litellm's Router.
 """
 
 from __future__ import annotations
@@ -25,13 +27,16 @@ def serve_model(model: str, model_cfg: dict | None) -> Iterator:
     """Yield the ``ModelEndpoint`` of ``model`` (agents and view preparation use it).
 
     ``model_cfg`` is the ``local_models`` entry (command, model_path, grammar_server,
-    num_cpus, num_gpus, startup_timeout_s, and optionally host, health_path, liveness_path and
-    ``supervisor``: fields of ``SupervisorPolicy``), an entry with only ``litellm_model`` and
+    num_cpus, num_gpus, startup_timeout_s, and optionally host, health_path, liveness_path,
+    ``supervisor``: fields of ``SupervisorPolicy``, and ``replicas``: how many servers, each
+    with its own CPUs or GPUs, spread over the nodes by a Ray placement group; requests then go
+    through litellm's Router over them, ``raydist.models.router``), an entry with only ``litellm_model`` and
     ``api_base`` for an OpenAI-compatible server that already runs (its ``grammar_server``
     defaults to ``none``), or None for a hosted litellm model; in the
     command, ``{python}`` is this interpreter and ``{host}``, ``{port}``, ``{model_path}``
     are filled in by the server actor. Raises
-    ``ModelServerError`` with the server's log tail when a local server does not start."""
+    ``ModelServerError`` with the server's log tail when a local server does not start, and
+    naming the entry when the cluster has too few GPUs or CPUs for it (``check_placeable``)."""
     from raydist.models.endpoint import ModelEndpoint
 
     if model_cfg is None:
@@ -45,29 +50,109 @@ def serve_model(model: str, model_cfg: dict | None) -> Iterator:
     import ray
 
     from raydist.models.pricing import register_local_model
-    from raydist.models.server import ModelServer
 
+    replicas = replica_count(model, model_cfg)
+    check_placeable(model, model_cfg)
     command, arguments = server_command(model_cfg), server_arguments(model, model_cfg)
-    name = f"raydist-model-server-{uuid.uuid4().hex[:12]}"  # unique: several launches may share a cluster
+    base = f"raydist-model-server-{uuid.uuid4().hex[:12]}"  # unique: several launches may share a cluster
+    names = [base] if replicas == 1 else [f"{base}-r{i}" for i in range(replicas)]
     namespace = ray.get_runtime_context().namespace
-    server = ModelServer.options(
-        name=name, namespace=namespace,
-        num_cpus=model_cfg.get("num_cpus", 1), num_gpus=model_cfg.get("num_gpus", 0),
-    ).remote(command, **arguments)
+    group = None if replicas == 1 else _spread_group(model, model_cfg, replicas)
+    servers = []
     try:
-        api_base = ray.get(server.start.remote())
+        servers = [_server_actor(name, namespace, model_cfg, group, i).remote(command, **arguments)
+                   for i, name in enumerate(names)]
+        api_bases = ray.get([server.start.remote() for server in servers])
         register_local_model(model_cfg["litellm_model"])
         yield ModelEndpoint(
-            litellm_model=model_cfg["litellm_model"], api_base=api_base, local=True,
+            litellm_model=model_cfg["litellm_model"], api_base=api_bases[0], local=True,
             grammar_server=model_cfg.get("grammar_server", "llama_cpp"),
-            server_name=name, server_namespace=namespace,
+            server_name=names[0] if replicas == 1 else None, server_namespace=namespace,
+            replica_names=() if replicas == 1 else tuple(names),
         )
     finally:
+        _stop(servers)
+        if group is not None:
+            ray.util.remove_placement_group(group)
+
+
+def _server_actor(name: str, namespace: str, model_cfg: dict, group, index: int):
+    """``ModelServer`` with its Ray options: its name, CPUs and GPUs, and with replicas its
+    bundle of the placement group."""
+    from raydist.models.server import ModelServer
+
+    options = {"name": name, "namespace": namespace, "num_cpus": model_cfg.get("num_cpus", 1),
+               "num_gpus": model_cfg.get("num_gpus", 0)}
+    if group is not None:
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=index)
+    return ModelServer.options(**options)
+
+
+def _stop(servers: list) -> None:
+    import ray
+
+    stops = [server.stop.remote() for server in servers]
+    for ref in stops:
         try:
-            ray.get(server.stop.remote(), timeout=30)
+            ray.get(ref, timeout=30)
         except Exception:  # noqa: BLE001 - the actor is killed below either way
             pass
+    for server in servers:
         ray.kill(server)
+
+
+def _spread_group(model: str, model_cfg: dict, replicas: int):
+    """A Ray placement group of ``replicas`` bundles (the entry's CPUs and GPUs each), SPREAD
+    over the nodes (Ray packs them onto fewer nodes only when the others lack room); waits up to
+    the entry's ``startup_timeout_s`` for room. Raises ``ModelServerError`` naming the entry when
+    the cluster has none."""
+    from ray.util.placement_group import placement_group
+
+    bundle = {"CPU": float(model_cfg.get("num_cpus", 1)), "GPU": float(model_cfg.get("num_gpus", 0))}
+    bundle = {key: value for key, value in bundle.items() if value > 0} or {"CPU": 0.001}
+    group = placement_group([dict(bundle) for _ in range(replicas)], strategy="SPREAD")
+    timeout = float(model_cfg.get("startup_timeout_s", 180))
+    if not group.wait(timeout_seconds=timeout):
+        import ray
+
+        ray.util.remove_placement_group(group)
+        raise ModelServerError(f"local_models.{model}: {replicas} replicas of {bundle} could not be placed on the "
+                               f"Ray cluster within {timeout:g} s (startup_timeout_s); it has "
+                               f"{ray.available_resources()} free: lower replicas or free the resources")
+    return group
+
+
+def replica_count(model: str, model_cfg: dict) -> int:
+    """``local_models.<model>.replicas``: how many servers of the entry a launch starts
+    (default 1). Raises ``ModelServerError`` naming the entry unless it is an integer >= 1."""
+    value = model_cfg.get("replicas", 1)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ModelServerError(f"local_models.{model}.replicas={value!r}: give a whole number of servers, at least 1")
+    return value
+
+
+def check_placeable(model: str, model_cfg: dict) -> None:
+    """Refuse, before anything starts, a ``local_models`` entry whose ``replicas`` x ``num_gpus``
+    (or x ``num_cpus``) exceed what the connected Ray cluster has in all (a vLLM entry on a
+    machine without a GPU would otherwise wait for one forever).
+
+    Raises:
+        ModelServerError: names the entry, what it needs and the cluster's total.
+    """
+    import ray
+
+    replicas = replica_count(model, model_cfg)
+    total = ray.cluster_resources()
+    for key, resource in (("num_gpus", "GPU"), ("num_cpus", "CPU")):
+        each = float(model_cfg.get(key, 1 if key == "num_cpus" else 0) or 0)
+        have = float(total.get(resource, 0))
+        if each * replicas > have:
+            times = f" x replicas={replicas}" if replicas > 1 else ""
+            raise ModelServerError(
+                f"local_models.{model}: {key}={each:g}{times} but the Ray cluster has {have:g} {resource}s in all; "
+                f"serve it on a cluster with {resource}s (cluster=remote) or lower {key}")
 
 
 class ModelServers:

@@ -13,6 +13,7 @@ On a GPU node reserve the device through Ray, not through the command:
 from __future__ import annotations
 
 import functools
+import time
 from dataclasses import replace
 
 import ray
@@ -21,7 +22,7 @@ from raydist.models.endpoint import RESTART_WAIT_S, ModelEndpoint
 from raydist.models.process import ALL_INTERFACES, LOG_TAIL_LINES, ModelServerError, ServerProcess
 from raydist.models.supervisor import Supervisor, SupervisorPolicy
 
-__all__ = ["ModelServer", "ModelServerError", "current_server", "follow_server"]
+__all__ = ["ModelServer", "ModelServerError", "current_server", "follow_server", "ready_replicas"]
 
 
 @ray.remote(max_restarts=0, max_concurrency=64)
@@ -136,3 +137,55 @@ def follow_server(endpoint: ModelEndpoint, wait_s: float, recheck: bool = False)
     if (api_base, generation) == (endpoint.api_base, endpoint.server_generation):
         return endpoint
     return replace(endpoint, api_base=api_base, server_generation=generation)
+
+
+def ready_replicas(names: tuple[str, ...], namespace: str | None, wait_s: float) -> list:
+    """The replicas among the `ModelServer` actors `names` whose servers answer now, as
+    `raydist.models.router.Replica` (name, api_base, restarts); when none does, waits up to
+    `wait_s` seconds for the first that comes back and returns it alone.
+
+    Raises:
+        ModelServerError: every actor is gone, or no replica answers after `wait_s` seconds
+            (the message gives each replica's reason).
+    """
+    from raydist.models.router import Replica
+
+    actors, reasons = {}, {}
+    for name in names:
+        try:
+            actors[name] = _server_actor(name, namespace)
+        except ValueError:
+            reasons[name] = "its actor is gone (its launch has ended)"
+    calls = {actor.current.remote(wait_s=0.0): name for name, actor in actors.items()}
+    ready = []
+    for ref, name in calls.items():
+        try:
+            api_base, restarts = ray.get(ref, timeout=60)
+            ready.append(Replica(name, api_base, restarts))
+        except ray.exceptions.RayTaskError as exc:
+            reasons[name] = str(exc.cause)
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
+            _server_actor.cache_clear()
+            reasons[name] = f"its actor does not answer: {type(exc).__name__}"
+    if ready or wait_s <= 0:
+        if not ready:
+            raise ModelServerError(_no_replica(reasons))
+        return ready
+    # None answers: wait for the first replica whose supervisor has it running again.
+    pending = {actors[name].current.remote(wait_s=wait_s): name for name in actors if name in reasons}
+    deadline = time.monotonic() + wait_s + 60
+    while pending and (left := deadline - time.monotonic()) > 0:
+        done, _ = ray.wait(list(pending), num_returns=1, timeout=left)
+        for ref in done:
+            name = pending.pop(ref)
+            try:
+                api_base, restarts = ray.get(ref)
+                return [Replica(name, api_base, restarts)]
+            except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError) as exc:
+                reasons[name] = str(getattr(exc, "cause", exc))
+    raise ModelServerError(_no_replica(reasons, waited=wait_s))
+
+
+def _no_replica(reasons: dict, waited: float = 0.0) -> str:
+    detail = "; ".join(f"{name}: {reason}" for name, reason in sorted(reasons.items()))
+    return f"no replica of the model answers (waited {waited:g} s): {detail}"
