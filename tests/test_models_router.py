@@ -117,10 +117,9 @@ def test_conversations_are_spread_over_the_replicas_by_their_pin(stubs):
     names = sorted(stubs)
     plan = {name: _openings(name, names, 2) for name in names}
     answered = {}
-    for name, openings in plan.items():
-        for opening in openings:
-            route(model=MODEL, messages=_conversation(opening), max_tokens=4)
-            answered[opening] = route.answered_by
+    for opening in (o for openings in plan.values() for o in openings):
+        route(model=MODEL, messages=_conversation(opening), max_tokens=4)
+        answered[opening] = route.answered_by
 
     assert answered == {opening: name for name, openings in plan.items() for opening in openings}
     assert {name: stub.calls() for name, stub in stubs.items()} == {"replica-a": 2, "replica-b": 2}
