@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import raydist.models.router as router_module
 from raydist.models.completion import litellm_complete
 from raydist.models.endpoint import ModelEndpoint
 from raydist.models.process import free_port
@@ -125,17 +126,18 @@ def test_conversations_are_spread_over_the_replicas_by_their_pin(stubs):
     assert {name: stub.calls() for name, stub in stubs.items()} == {"replica-a": 2, "replica-b": 2}
 
 
-def test_a_conversation_sticks_to_one_replica_through_litellm_complete(stubs):
-    endpoint = ModelEndpoint(MODEL, api_base=stubs["replica-a"].api_base, local=True,
-                             replica_names=tuple(sorted(stubs)))
+def test_a_conversation_sticks_to_one_replica_through_litellm_complete(stubs, monkeypatch):
     route = _router(stubs)
+    # The process's router asks the replicas' actors; here the stubs are the replicas.
+    monkeypatch.setattr(router_module, "_actor_lookup", lambda model, names, namespace: route.lookup)
+    endpoint = ModelEndpoint(MODEL, api_base=stubs["replica-a"].api_base, local=True,
+                             replica_names=("stuck-a", "stuck-b"))
     complete = litellm_complete(endpoint, temperature=0.0, timeout=10, retries=1)
-    complete.endpoint = _RoutedEndpoint(endpoint, route)
     messages = _conversation(_openings("replica-b", sorted(stubs), 1)[0])
     for turn in range(3):
         answer = complete(messages, seed=0, max_tokens=4)
         messages = [*messages, {"role": "assistant", "content": answer}, {"role": "user", "content": f"turn {turn}"}]
-        assert route.answered_by == "replica-b"
+        assert router_module.completion_function(endpoint).answered_by == "replica-b"
 
     assert {name: stub.calls() for name, stub in stubs.items()} == {"replica-a": 0, "replica-b": 3}
     assert complete.usage == {"input_tokens": 21, "output_tokens": 15, "calls": 3}
@@ -182,17 +184,3 @@ def test_no_replica_answering_is_model_unreachable():
 def test_another_model_name_is_refused(stubs):
     with pytest.raises(ValueError, match="serves 'openai/stub', not 'openai/other'"):
         _router(stubs)(model="openai/other", messages=_conversation("hi"))
-
-
-class _RoutedEndpoint:
-    """``endpoint`` whose ``completion_function`` is ``route`` (the process's router would ask
-    Ray for the replicas; here the stubs are the replicas)."""
-
-    def __init__(self, endpoint, route):
-        self._endpoint, self._route = endpoint, route
-
-    def __getattr__(self, name):
-        return getattr(self._endpoint, name)
-
-    def completion_function(self):
-        return self._route

@@ -19,7 +19,7 @@ from ray.cluster_utils import Cluster
 
 from raydist.cluster.serving import serve_model
 from raydist.models.completion import litellm_complete
-from raydist.models.router import conversation_key, pinned_replica
+from raydist.models.router import completion_function, conversation_key, pinned_replica
 
 pytestmark = [pytest.mark.ray, pytest.mark.llm]
 
@@ -42,7 +42,7 @@ class Client:
 
     def __init__(self, endpoint):
         self.complete = litellm_complete(endpoint, temperature=0.0, timeout=120, retries=2)
-        self.route = endpoint.completion_function()
+        self.route = completion_function(endpoint)
 
     def converse(self, openings: list[str], turns: int = 1) -> tuple[str, list[list[str]]]:
         """For each opening, a conversation of ``turns`` calls; ``(node ip, [[replica that

@@ -29,6 +29,7 @@ from minisweagent.models.litellm_textbased_model import LitellmTextbasedModel
 from raydist.models.endpoint import RESTART_WAIT_S, ModelEndpoint
 from raydist.models.pricing import completion_cost
 from raydist.models.retry import ModelUnreachable, call_with_retries
+from raydist.models.router import completion_function
 
 __all__ = ["EndpointModel", "ModelUnreachable"]  # ModelUnreachable: raised by call_with_retries
 
@@ -65,7 +66,7 @@ class EndpointModel(LitellmTextbasedModel):
 
     def _query(self, messages: list[dict[str, str]], **kwargs):
         if self.endpoint.replica_names:  # litellm's Router over the replicas follows them itself
-            call = partial(self.endpoint.completion_function(), model=self.endpoint.litellm_model, messages=messages,
+            call = partial(completion_function(self.endpoint), model=self.endpoint.litellm_model, messages=messages,
                            **(self.config.model_kwargs | self.endpoint.secret_kwargs() | kwargs))
             return call_with_retries(call, endpoint=self.endpoint, retries=self.retries)
         self._follow_server(recheck=False)

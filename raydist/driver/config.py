@@ -246,6 +246,7 @@ class LaunchConfig:
 #: take, the dry run.
 UNNAMED_OVERRIDES = ("benchmark", "benchmark.name", "agent", "model", "levels", "seeds", "sweep", "dry_run",
                      "cluster", "cluster.*", "resume.*", "sandbox.docker_host", "local_models.*.host",
+                     "local_models.*.replicas",
                      *(f"view.{name}" for name in TIMING_OPTIONS),
                      *(f"agents.*.{name}" for name in KEYLESS_AGENT_SETTINGS))
 

@@ -175,6 +175,15 @@ def _check_capacity(job: Job) -> None:
                       ("cluster.image_build_cpus", job.ray.image_build_cpus)):
         if need > cpus:
             raise JobError(f"{key}={need} but the Ray cluster has {cpus:g} CPUs: no unit could ever be scheduled")
+    from raydist.cluster.serving import check_placeable
+    from raydist.models.server import ModelServerError
+
+    for served in (job.model, job.view_model):
+        if served.local is not None and served.local.get("command"):
+            try:
+                check_placeable(served.name, dict(served.local))
+            except ModelServerError as exc:
+                raise JobError(str(exc)) from exc
 
 
 def _shutdown_ray() -> None:

@@ -8,6 +8,7 @@ from functools import partial
 from raydist.models.endpoint import ModelEndpoint
 from raydist.models.grammar import grammar_extra_body
 from raydist.models.retry import call_with_retries
+from raydist.models.router import completion_function
 
 
 class EmptyCompletion(RuntimeError):
@@ -82,7 +83,7 @@ class LitellmCompletion:
         if grammar is not None and self.endpoint.local:
             body = grammar_extra_body(self.endpoint.grammar_server, grammar)
             kwargs["extra_body"] = kwargs.get("extra_body", {}) | body
-        call = partial(self.endpoint.completion_function(), model=self.endpoint.litellm_model, messages=messages,
+        call = partial(completion_function(self.endpoint), model=self.endpoint.litellm_model, messages=messages,
                        **kwargs, **self.endpoint.secret_kwargs())
         response = call_with_retries(call, endpoint=self.endpoint, retries=self.retries)
         usage = getattr(response, "usage", None)

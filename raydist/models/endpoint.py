@@ -8,7 +8,7 @@ time and never stored in a config, trajectory or result.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import litellm
 
@@ -51,8 +51,8 @@ class ModelEndpoint:
         server_generation: restarts of that server when `api_base` was read from it.
         replica_names: Ray names of the `ModelServer` actors of a replicated model
             (`local_models.<name>.replicas` > 1; `server_name` is then None): calls go through
-            litellm's Router over them (`completion_function`), and `api_base` is only the
-            first replica's address at start.
+            litellm's Router over them (`raydist.models.router.completion_function`), and
+            `api_base` is only the first replica's address at start.
     """
 
     litellm_model: str
@@ -85,16 +85,6 @@ class ModelEndpoint:
         if self.extra_body:
             kwargs["extra_body"] = dict(self.extra_body)
         return kwargs
-
-    def completion_function(self) -> Callable[..., Any]:
-        """What makes one request, called like `litellm.completion(model=..., messages=...,
-        **request_kwargs)`: `litellm.completion` itself, or for a replicated model this
-        process's `raydist.models.router.ReplicaRouter` (it imports Ray)."""
-        if not self.replica_names:
-            return litellm.completion
-        from raydist.models.router import replica_router
-
-        return replica_router(self)
 
     def secret_kwargs(self) -> dict[str, str]:
         """The API key to add at call time: the placeholder for local servers, else nothing."""

@@ -167,6 +167,18 @@ _ROUTERS: dict[tuple, ReplicaRouter] = {}
 _ROUTERS_LOCK = threading.Lock()
 
 
+def completion_function(endpoint) -> Callable[..., Any]:
+    """What makes one request to ``endpoint`` (a ``ModelEndpoint``), called like
+    ``litellm.completion(model=..., messages=..., **request_kwargs)``: ``litellm.completion``
+    itself, or for a replicated model (``endpoint.replica_names``) this process's
+    ``ReplicaRouter`` over them (``replica_router``, which imports Ray)."""
+    if not endpoint.replica_names:
+        import litellm
+
+        return litellm.completion
+    return replica_router(endpoint)
+
+
 def replica_router(endpoint) -> ReplicaRouter:
     """This process's ``ReplicaRouter`` of ``endpoint`` (a ``ModelEndpoint`` with
     ``replica_names``), built on first use: its replicas are asked of their ``ModelServer``
@@ -187,7 +199,7 @@ def _actor_lookup(litellm_model: str, names: tuple[str, ...], namespace: str | N
 
     def lookup(wait_s: float) -> list[Replica]:
         try:
-            return ready_replicas(names, namespace, wait_s)
+            return [Replica(*found) for found in ready_replicas(names, namespace, wait_s)]
         except ModelServerError as exc:  # the machine failed the unit, not the model
             raise ModelUnreachable(f"model {litellm_model!r}: {exc}") from exc
 

@@ -139,17 +139,15 @@ def follow_server(endpoint: ModelEndpoint, wait_s: float, recheck: bool = False)
     return replace(endpoint, api_base=api_base, server_generation=generation)
 
 
-def ready_replicas(names: tuple[str, ...], namespace: str | None, wait_s: float) -> list:
+def ready_replicas(names: tuple[str, ...], namespace: str | None, wait_s: float) -> list[tuple[str, str, int]]:
     """The replicas among the `ModelServer` actors `names` whose servers answer now, as
-    `raydist.models.router.Replica` (name, api_base, restarts); when none does, waits up to
-    `wait_s` seconds for the first that comes back and returns it alone.
+    `(name, api_base, restarts)`; when none does, waits up to `wait_s` seconds for the first
+    that comes back and returns it alone.
 
     Raises:
         ModelServerError: every actor is gone, or no replica answers after `wait_s` seconds
             (the message gives each replica's reason).
     """
-    from raydist.models.router import Replica
-
     actors, reasons = {}, {}
     for name in names:
         try:
@@ -161,7 +159,7 @@ def ready_replicas(names: tuple[str, ...], namespace: str | None, wait_s: float)
     for ref, name in calls.items():
         try:
             api_base, restarts = ray.get(ref, timeout=60)
-            ready.append(Replica(name, api_base, restarts))
+            ready.append((name, api_base, restarts))
         except ray.exceptions.RayTaskError as exc:
             reasons[name] = str(exc.cause)
         except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
@@ -180,7 +178,7 @@ def ready_replicas(names: tuple[str, ...], namespace: str | None, wait_s: float)
             name = pending.pop(ref)
             try:
                 api_base, restarts = ray.get(ref)
-                return [Replica(name, api_base, restarts)]
+                return [(name, api_base, restarts)]
             except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError) as exc:
                 reasons[name] = str(getattr(exc, "cause", exc))
     raise ModelServerError(_no_replica(reasons, waited=wait_s))
