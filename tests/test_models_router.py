@@ -36,7 +36,8 @@ class Stub:
 
     def __init__(self, port: int | None = None):
         self.port = port or free_port()
-        self.proc = subprocess.Popen([sys.executable, str(STUB), "127.0.0.1", str(self.port), "hello"],
+        # its default answer: one mini-swe-agent action
+        self.proc = subprocess.Popen([sys.executable, str(STUB), "127.0.0.1", str(self.port)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -141,6 +142,25 @@ def test_a_conversation_sticks_to_one_replica_through_litellm_complete(stubs, mo
 
     assert {name: stub.calls() for name, stub in stubs.items()} == {"replica-a": 0, "replica-b": 3}
     assert complete.usage == {"input_tokens": 21, "output_tokens": 15, "calls": 3}
+
+
+def test_an_agents_steps_go_to_its_conversations_replica(stubs, monkeypatch):
+    from raydist.agents.model import EndpointModel
+
+    route = _router(stubs)
+    monkeypatch.setattr(router_module, "_actor_lookup", lambda model, names, namespace: route.lookup)
+    endpoint = ModelEndpoint(MODEL, api_base=stubs["replica-b"].api_base, local=True,
+                             replica_names=("agent-a", "agent-b"))
+    model = EndpointModel(endpoint, retries=1, model_kwargs=endpoint.request_kwargs() | {"max_tokens": 8})
+    messages = _conversation(_openings("replica-a", sorted(stubs), 1)[0])
+    for _ in range(3):
+        message = model.query(messages)
+        messages = [*messages, {"role": "assistant", "content": message["content"]},
+                    {"role": "user", "content": "ok"}]
+
+    assert message["extra"]["actions"] == [{"command": "ls"}]
+    assert {name: stub.calls() for name, stub in stubs.items()} == {"replica-a": 3, "replica-b": 0}
+    assert (model.input_tokens, model.output_tokens) == (21, 15)
 
 
 def test_a_dead_replicas_conversation_is_answered_by_the_other_and_returns_after_its_restart(stubs):
