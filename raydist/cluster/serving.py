@@ -29,10 +29,10 @@ def serve_model(model: str, model_cfg: dict | None) -> Iterator:
     ``model_cfg`` is the ``local_models`` entry (command, model_path, grammar_server,
     num_cpus, num_gpus, startup_timeout_s, and optionally host, health_path, liveness_path,
     ``supervisor``: fields of ``SupervisorPolicy``, and ``replicas``: how many servers, each
-    with its own CPUs or GPUs, spread over the nodes by a Ray placement group; requests then go
-    through litellm's Router over them, ``raydist.models.router``), an entry with only ``litellm_model`` and
-    ``api_base`` for an OpenAI-compatible server that already runs (its ``grammar_server``
-    defaults to ``none``), or None for a hosted litellm model; in the
+    with its own CPUs or GPUs, spread over the nodes by a Ray placement group; requests then
+    go through litellm's Router over them, ``raydist.models.router``), an entry with only
+    ``litellm_model`` and ``api_base`` for an OpenAI-compatible server that already runs (its
+    ``grammar_server`` defaults to ``none``), or None for a hosted litellm model; in the
     command, ``{python}`` is this interpreter and ``{host}``, ``{port}``, ``{model_path}``
     are filled in by the server actor. Raises
     ``ModelServerError`` with the server's log tail when a local server does not start, and
