@@ -56,7 +56,7 @@ except ModelServerError as exc:
 finally:
     ray.shutdown()
 
-print(f"{'requests':>10} {'tokens/s':>10}  ratio to unconstrained")
+print(f"{'requests':>13} {'tokens/s':>10}  ratio to unconstrained")
 for label, rate in rates.items():
     print(f"{label:>13} {rate:10.1f}  {rate / rates['unconstrained']:.2f}")
 print(f"gpu_check: the grammar held in {held}/{n} answers")
