@@ -49,6 +49,8 @@ class ModelEndpoint:
             move `api_base` when it restarts it); None when nobody restarts it.
         server_namespace: that actor's Ray namespace.
         server_generation: restarts of that server when `api_base` was read from it.
+        admission: the launch's ledger and this model's limiter of calls in flight
+            (`raydist.models.admission.AdmissionRef`), None: calls are neither limited nor booked.
     """
 
     litellm_model: str
@@ -60,6 +62,7 @@ class ModelEndpoint:
     server_name: str | None = None
     server_namespace: str | None = None
     server_generation: int = 0
+    admission: Any = None
 
     def __post_init__(self):
         if not isinstance(self.litellm_model, str) or not self.litellm_model.strip():
