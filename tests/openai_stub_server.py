@@ -68,7 +68,8 @@ def refuse(status: int = 429, retry_after: float | None = None) -> dict:
 class Scripted(Handler):
     """POST /v1/chat/completions -> the next entry of ``server.script`` (``reply``/``refuse``;
     the last one repeats); ``server.log`` gets ``(monotonic time, status, in flight)`` of
-    each request as it arrives, ``server.peak`` the most requests in flight at once."""
+    each request as it arrives, ``server.prompts`` its last message, ``server.peak`` the most
+    requests in flight at once."""
 
     def do_POST(self):  # noqa: N802
         request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -79,6 +80,7 @@ class Scripted(Handler):
             server.in_flight += 1
             server.peak = max(server.peak, server.in_flight)
             server.log.append((time.monotonic(), entry["status"], server.in_flight))
+            server.prompts.append(request["messages"][-1]["content"])
         try:
             time.sleep(server.delay_s)
             if entry["status"] != 200:
@@ -110,7 +112,7 @@ def scripted_server(script: list[dict], delay_s: float = 0.0):
     ``delay_s`` seconds; ``server.script`` may be replaced while it runs."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
     server.script, server.delay_s, server.calls, server.in_flight, server.peak = list(script), delay_s, 0, 0, 0
-    server.log, server.lock = [], threading.Lock()
+    server.log, server.prompts, server.lock = [], [], threading.Lock()
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

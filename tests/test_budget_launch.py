@@ -55,10 +55,10 @@ def test_a_budget_stops_the_launch_after_the_unit_that_spends_it_and_the_next_la
     assert [(r["input_tokens"], r["output_tokens"]) for r in first] == [(70, 30)] * 2
     assert record["stopped"] == "budget.tokens=150 spent (200 tokens)"
     assert (record["totals"]["calls"], record["totals"]["tokens"]) == (2, 200)
-    left = [u["instance_id"] for u in record["not_started"]]
+    left = [u["name"].split()[0] for u in record["not_started"]]
     assert len(left) == 1 and not set(left) & {r["instance_id"] for r in first}
     assert "2 of 3 units ran" in summary
-    assert "Stopped by the budget (budget.tokens=150 spent (200 tokens)): 1 units not started: budget spent." \
+    assert "Stopped by the budget (budget.tokens=150 spent (200 tokens)): 1 not started: budget spent." \
         in summary
     assert all(f"- {i} L0 seed 0" in summary for i in left)
 

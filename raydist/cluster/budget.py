@@ -28,8 +28,9 @@ class Spending:
         totals: ``raydist.models.admission.UsageTotals.as_dict()`` of every call of the launch.
         stopped: why the budget stopped the launch (``"budget.tokens=500 spent (512 tokens)"``),
             None when every planned unit could start.
-        not_started: ``{"key", "instance_id", "level", "seed"}`` of each unit the budget kept
-            from starting, in plan order (they have no row: the next launch runs them).
+        not_started: ``{"key", "name"}`` of each unit (or problems item) the budget kept from
+            starting, in plan order (they have no record: the next launch runs them); ``name``
+            says which (``"<instance_id> <level> seed <seed>"`` for a unit).
     """
 
     budget: dict
@@ -52,6 +53,13 @@ class Spending:
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
+    def summary_line(self) -> str:
+        """One line for the top of a summary: why the launch stopped and how many it did not
+        start; "" when the budget did not stop it."""
+        if not (self.stopped and self.not_started):
+            return ""
+        return f"Stopped by the budget ({self.stopped}): {len(self.not_started)} not started: budget spent."
+
     def markdown(self) -> str:
         """The summary's section: spending against the budget, and when the budget stopped the
         launch, how many units were not started and which (the first ``SHOWN``)."""
@@ -68,10 +76,10 @@ class Spending:
             lines += [f"| {p} | {v['calls']} | {v['input_tokens']} | {v['output_tokens']} | {v['usd']:.4f} |"
                       for p, v in by.items()]
         if self.stopped and self.not_started:
-            head = (f"**Stopped by the budget: {self.stopped}.** {len(self.not_started)} units not started: "
-                    "budget spent (no row; the same command with a larger budget runs them):")
+            head = (f"**Stopped by the budget: {self.stopped}.** {len(self.not_started)} not started: budget spent "
+                    "(nothing recorded for them; the same command with a larger budget runs them):")
             lines += ["", head, ""]
-            lines += [f"- {u['instance_id']} {u['level']} seed {u['seed']}" for u in self.not_started[:SHOWN]]
+            lines += [f"- {u['name']}" for u in self.not_started[:SHOWN]]
             if len(self.not_started) > SHOWN:
                 lines.append(f"- ... and {len(self.not_started) - SHOWN} more (all in {BUDGET_FILE})")
         return "\n".join(lines) + "\n"

@@ -134,8 +134,7 @@ def _spending(job: Job, admission, not_started) -> Spending:
     """The launch's ``Spending``: the ledger's totals and the units the budget kept from
     starting, in plan order (``stopped`` only when there are some)."""
     keys = {u.key for u in not_started}
-    left = [{"key": u.key, "instance_id": u.instance_id, "level": u.level, "seed": u.seed}
-            for u in job.units if u.key in keys]
+    left = [{"key": u.key, "name": f"{u.instance_id} {u.level} seed {u.seed}"} for u in job.units if u.key in keys]
     reason = admission.spent() if left else None
     if left:
         print(f"budget: {reason}; {len(left)} units not started (the same command with a larger budget runs "

@@ -38,9 +38,8 @@ def report(job: Job, table: pa.Table, gate: GateResult | None, *, interrupted: b
     from raydist.results import action_mix, action_mix_markdown, error_counts, summarise, to_markdown
 
     note = "Interrupted before the plan finished." if interrupted else ""
-    if spending is not None and spending.stopped:
-        note = (note + " " if note else "") + (f"Stopped by the budget ({spending.stopped}): "
-                                               f"{len(spending.not_started)} units not started: budget spent.")
+    if spending is not None and spending.summary_line():
+        note = " ".join(filter(None, [note, spending.summary_line()]))
     text = to_markdown(summarise(table), title=job.title, planned=len(job.units), note=note,
                        errors=error_counts(table))
     text += action_mix_markdown(action_mix(table))
