@@ -68,7 +68,7 @@ def refuse(status: int = 429, retry_after: float | None = None) -> dict:
 class Scripted(Handler):
     """POST /v1/chat/completions -> the next entry of ``server.script`` (``reply``/``refuse``;
     the last one repeats); ``server.log`` gets ``(monotonic time, status, in flight)`` of
-    each request as it arrives, ``server.prompts`` its last message, ``server.peak`` the most
+    each request as it arrives, ``server.prompts`` its messages' text, ``server.peak`` the most
     requests in flight at once."""
 
     def do_POST(self):  # noqa: N802
@@ -80,7 +80,7 @@ class Scripted(Handler):
             server.in_flight += 1
             server.peak = max(server.peak, server.in_flight)
             server.log.append((time.monotonic(), entry["status"], server.in_flight))
-            server.prompts.append(request["messages"][-1]["content"])
+            server.prompts.append("\n".join(str(m.get("content")) for m in request["messages"]))
         try:
             time.sleep(server.delay_s)
             if entry["status"] != 200:

@@ -233,7 +233,7 @@ class ProblemsSettings(_Section):
         return value
 
 
-SECTIONS = ("generation", "evaluation", "execution", "requests", "analysis")
+SECTIONS = ("generation", "evaluation", "execution", "requests", "analysis", "budget")
 SHARED_GROUPS = ("benchmark", "sandbox", "cluster")
 
 
