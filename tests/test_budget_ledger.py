@@ -69,7 +69,7 @@ def test_a_dycodeeval_generation_books_every_call_and_a_spent_budget_starts_no_v
                                                            "variant of HumanEval/1, generation seed 0"]
     assert summary.startswith(f"Stopped by the budget (budget.tokens=1 spent ({33 * first_calls} tokens)): "
                               "2 not started: budget spent.")
-    assert second_calls > 2
+    assert second_calls >= 2  # each variant asked at least once (the proposer answers from the request cache)
     assert full["totals"]["by_purpose"] == {"generation": {"calls": second_calls, "input_tokens": 25 * second_calls,
                                                            "output_tokens": 8 * second_calls, "usd": 0.0}}
     assert (full["stopped"], full["not_started"]) == (None, [])
