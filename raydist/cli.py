@@ -43,8 +43,9 @@ Examples:
 
 Exit status: 0 every unit finished, 1 some unit ended in an error, or the machine or a
 service failed (Docker unreachable, a full disk, the model server not starting), or a Hydra
-error, 2 a configuration error, 130 interrupted (finished rows are kept; the same command
-resumes).
+error, 2 a configuration error, 3 the budget (budget.usd, budget.tokens) was spent and kept
+units from starting (summary.md names them; the same command with a larger budget runs them),
+130 interrupted (finished rows are kept; the same command resumes).
 """
 
 
@@ -59,8 +60,8 @@ Examples:
 
 The report (diversity, stability) needs the analysis extra: pip install 'raydist[analysis]'.
 Exit status: 0 done, 1 some item has a failed model call (the same command retries it), or
-Docker is unreachable or the disk full, or a Hydra error, 2 a configuration error, 130
-interrupted.
+Docker is unreachable or the disk full, or a Hydra error, 2 a configuration error, 3 the
+budget was spent and kept items from starting, 130 interrupted.
 """
 
 

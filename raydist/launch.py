@@ -8,7 +8,9 @@ prints them resolved, ``dry_run=true`` prints the plan and starts nothing.
 Exit status: 0 when every unit finished; 1 when a unit's row is an error, or the machine or a
 service failed the launch (Docker unreachable, the base image missing, a full disk, the model
 server not starting: ``infrastructure_error``, one line naming it and what to do); 2 for a
-setting or input that is wrong (named, before anything starts); 130 when interrupted. A ``--multirun``
+setting or input that is wrong (named, before anything starts); 3 when ``budget.*`` was spent
+and kept units from starting, none ended in an error (``summary.md`` names them); 130 when
+interrupted. A ``--multirun``
 runs every job even when one fails, then exits with the highest status, naming each failed job.
 
 Examples::

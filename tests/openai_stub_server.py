@@ -6,10 +6,16 @@ command mini-swe-agent action) with fixed token counts, or, when ANSWER is `stat
 fails with that HTTP status (an alive server that does not serve); GET /calls says how many
 chat requests came. It starts in a fraction of a second,
 so restarts can be tested many times where llama.cpp would need seconds each.
+
+`scripted_server(script)` runs the same API in this process with a script of replies (tests
+of admission control: rate limits, usage numbers).
 """
 
 import json
 import sys
+import threading
+import time
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ANSWER = "THOUGHT: look around.\n\n```mswea_bash_command\nls\n```"
@@ -47,6 +53,73 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+
+def reply(content: str = ANSWER, prompt_tokens: int = 7, completion_tokens: int = 5) -> dict:
+    """A script entry: a 200 answering ``content`` with these usage numbers."""
+    return {"status": 200, "content": content, "usage": (prompt_tokens, completion_tokens)}
+
+
+def refuse(status: int = 429, retry_after: float | None = None) -> dict:
+    """A script entry: an error ``status`` (429, 503...), with ``Retry-After`` when given."""
+    return {"status": status, "retry_after": retry_after}
+
+
+class Scripted(Handler):
+    """POST /v1/chat/completions -> the next entry of ``server.script`` (``reply``/``refuse``;
+    the last one repeats); ``server.log`` gets ``(monotonic time, status, in flight)`` of
+    each request as it arrives, ``server.prompts`` its messages' text, ``server.peak`` the most
+    requests in flight at once."""
+
+    def do_POST(self):  # noqa: N802
+        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        server = self.server
+        with server.lock:
+            entry = server.script[min(server.calls, len(server.script) - 1)]
+            server.calls += 1
+            server.in_flight += 1
+            server.peak = max(server.peak, server.in_flight)
+            server.log.append((time.monotonic(), entry["status"], server.in_flight))
+            server.prompts.append("\n".join(str(m.get("content")) for m in request["messages"]))
+        try:
+            time.sleep(server.delay_s)
+            if entry["status"] != 200:
+                body = json.dumps({"error": {"message": "slow down", "type": "rate_limit"}}).encode()
+                self.send_response(entry["status"])
+                if entry.get("retry_after") is not None:
+                    self.send_header("Retry-After", f"{entry['retry_after']:g}")
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
+            prompt, completion = entry["usage"]
+            self._reply({
+                "id": "c1", "object": "chat.completion", "created": 0, "model": request["model"],
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": entry["content"]}}],
+                "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                          "total_tokens": prompt + completion},
+            })
+        finally:
+            with server.lock:
+                server.in_flight -= 1
+
+
+@contextmanager
+def scripted_server(script: list[dict], delay_s: float = 0.0):
+    """``(server, api_base)`` of a ``Scripted`` server on loopback, answering each request after
+    ``delay_s`` seconds; ``server.script`` may be replaced while it runs."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
+    server.script, server.delay_s, server.calls, server.in_flight, server.peak = list(script), delay_s, 0, 0, 0
+    server.log, server.prompts, server.lock = [], [], threading.Lock()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server, f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 if __name__ == "__main__":

@@ -163,7 +163,8 @@ def _remote_prepare():
 
 def run_bounded(remote, items: Sequence, args_of: Callable[[object], tuple], limit: int,
                 on_result: Callable[[object, object, str | None], float | None],
-                on_running: Callable[[int], None] | None = None) -> None:
+                on_running: Callable[[int], None] | None = None,
+                stop: Callable[[], object] | None = None) -> list:
     """Run ``remote.remote(*args_of(item))`` for every item of ``items`` on Ray, in order, with
     at most ``limit`` (>= 1 used) in flight: the one bounded-concurrency loop of every stage
     (agent runs, view preparation, DyCodeEval generation and evaluation).
@@ -175,6 +176,11 @@ def run_bounded(remote, items: Sequence, args_of: Callable[[object], tuple], lim
     of seconds (not None), the item runs again once that time has passed (the caller bounds
     how often: ``raydist.outcomes.RetryPolicy``); meanwhile other items use the slot.
     ``on_running(n)`` gets the number in flight after each round of submissions.
+
+    ``stop()`` is asked before each submission (e.g. ``raydist.models.admission.Admission.spent``);
+    once it returns something true, nothing more is submitted (retries waiting included) and
+    the tasks in flight finish. Returns the items left, in order: never submitted, or waiting
+    for a retry when it stopped ([] when every item ran to its end).
     """
     import ray
 
@@ -183,19 +189,27 @@ def run_bounded(remote, items: Sequence, args_of: Callable[[object], tuple], lim
     waiting: list[tuple[float, int, object]] = []  # (not before, order, item): re-queued items
     in_flight: dict = {}
     order = 0
+    stopped = False
     while pending or in_flight or waiting:
+        if stopped and not in_flight:
+            break
         now = time.monotonic()
         due = [w for w in waiting if w[0] <= now]
         for entry in sorted(due, key=lambda w: (w[0], w[1]), reverse=True):
             waiting.remove(entry)
             pending.append(entry[2])  # retries go first: their slot was theirs
-        while pending and len(in_flight) < max(1, int(limit)):
+        while not stopped and pending and len(in_flight) < max(1, int(limit)):
+            if stop is not None and stop():
+                stopped = True
+                break
             item = pending.pop()
             in_flight[remote.remote(*args_of(item))] = item
         if on_running:
             on_running(len(in_flight))
         next_due = min((w[0] for w in waiting), default=None)
         timeout = None if next_due is None else max(0.0, next_due - time.monotonic())
+        if stopped:
+            timeout = None  # nothing waits for its retry any more: only the tasks in flight
         if not in_flight:
             time.sleep(timeout or 0.0)
             continue
@@ -212,14 +226,18 @@ def run_bounded(remote, items: Sequence, args_of: Callable[[object], tuple], lim
             if isinstance(delay, (int, float)) and not isinstance(delay, bool):
                 order += 1
                 waiting.append((time.monotonic() + float(delay), order, item))
+    left = {id(item) for item in pending} | {id(w[2]) for w in waiting}
+    return [item for item in items if id(item) in left]
 
 
 def run_preparations(tasks: Sequence, instances: dict, options, endpoint, settings: UnitSettings,
-                     ray_options: RayOptions, on_record: Callable[[object, dict | None, Failure | None], None]) -> None:
+                     ray_options: RayOptions, on_record: Callable[[object, dict | None, Failure | None], None],
+                     stop: Callable[[], object] | None = None) -> list:
     """Run view preparations (``raydist.cluster.prepare``) with at most
     ``ray_options.max_concurrency`` in flight; ``on_record(task, record, failure)`` gets each
     result at once (``failure``: None, or a ``raydist.results.sink.Failure`` classified by
-    ``raydist.outcomes``, ``record`` then None; a task that died is an infrastructure error)."""
+    ``raydist.outcomes``, ``record`` then None; a task that died is an infrastructure error).
+    ``stop``: as in ``run_bounded``; returns the tasks it kept from starting."""
     remote = _remote_prepare().options(**ray_options.sandbox(ray_options.cpus_per_unit))
 
     def on_result(task, result, error):
@@ -230,8 +248,8 @@ def run_preparations(tasks: Sequence, instances: dict, options, endpoint, settin
         else:
             on_record(task, result, None)
 
-    run_bounded(remote, tasks, lambda task: (task, instances[task.instance_id], options, endpoint, settings),
-                ray_options.max_concurrency, on_result)
+    return run_bounded(remote, tasks, lambda task: (task, instances[task.instance_id], options, endpoint, settings),
+                       ray_options.max_concurrency, on_result, stop=stop)
 
 
 def _remote_image():
@@ -280,7 +298,8 @@ def run_units(
     progress=None,
     prepared: dict | None = None,
     execute: Callable[..., dict] = execute_unit,
-) -> None:
+    stop: Callable[[], object] | None = None,
+) -> list[RunUnit]:
     """Run ``units`` with at most ``options.max_concurrency`` in flight; ``on_row`` gets
     each row at once, with the ``node`` and ``node_ip`` that ran it (``node_fields``);
     ``prepared`` maps a unit's key to its ``raydist.views.Prepared`` (L1/L4 inputs).
@@ -294,7 +313,12 @@ def run_units(
     times in all; every attempt's row goes to ``on_row`` (the last one stays), with
     ``attempts`` counting the tries. Input errors and bugs never run again. A unit whose node
     is lost mid-run is such a task: it runs again on a node that is left (its error row of
-    that attempt names no node: the task never reported back)."""
+    that attempt names no node: the task never reported back).
+
+    ``stop()`` (e.g. a spent budget, ``raydist.models.admission.Admission.spent``) is asked
+    before each unit is submitted; once it says stop, no unit starts. Returns the units that
+    never started (no row written: the next launch runs them); a unit waiting for its retry
+    keeps the error row of its last attempt."""
     check_capacity(options)
     remote = _remote_unit().options(**options.sandbox(options.cpus_per_unit))
     attempts: dict[str, int] = {}
@@ -314,7 +338,8 @@ def run_units(
             progress.finished(row)
         return delay
 
-    run_bounded(remote, units,
-                lambda unit: (execute, unit, instances[unit.instance_id], settings, endpoint,
-                              (prepared or {}).get(unit.key)),
-                options.max_concurrency, finished, progress.running if progress else None)
+    left = run_bounded(remote, units,
+                       lambda unit: (execute, unit, instances[unit.instance_id], settings, endpoint,
+                                     (prepared or {}).get(unit.key)),
+                       options.max_concurrency, finished, progress.running if progress else None, stop=stop)
+    return [unit for unit in left if unit.key not in attempts]

@@ -185,6 +185,24 @@ class ResumeConfig:
 
 
 @dataclass
+class BudgetConfig:
+    """``budget``: the most this launch may spend on model calls, over every call (agents, L1/L4
+    view building); part of no key (``raydist.models.admission.Budget``). When spent, no new
+    unit or view preparation starts; those in flight finish. Units never started have no row:
+    the summary names them and the next launch (with a larger budget) runs them."""
+
+    usd: Optional[float] = None
+    """US dollars (litellm's prices; local models cost 0); null: no bound."""
+    tokens: Optional[int] = None
+    """Prompt plus completion tokens as the model servers report them; null: no bound."""
+
+    def __post_init__(self) -> None:
+        from raydist.models.admission import Budget
+
+        _build("budget", Budget, self)
+
+
+@dataclass
 class BenchmarkConfig:
     """``benchmark``: the instances (a ``benchmark=`` group option names one set)."""
 
@@ -225,6 +243,7 @@ class LaunchConfig:
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     resume: ResumeConfig = field(default_factory=ResumeConfig)
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
     agents: Dict[str, Any] = field(default_factory=default_agents)
     """Named agents: ``kind`` (llm, oracle, null) plus fields of ``raydist.agents.AgentSettings``;
     ``miniswe`` (mini-swe-agent), ``oracle`` and ``null`` by default (``default_agents``)."""
@@ -243,9 +262,9 @@ class LaunchConfig:
 #: (benchmark, agent, model, levels, seeds, and the ``sweep`` group that sets levels and
 #: seeds) and those that are part of no unit key (``raydist.cluster.plan``): where and how
 #: fast units run, where a model server listens, what runs again, how long a model call may
-#: take, the dry run.
+#: take, what the launch may spend, the dry run.
 UNNAMED_OVERRIDES = ("benchmark", "benchmark.name", "agent", "model", "levels", "seeds", "sweep", "dry_run",
-                     "cluster", "cluster.*", "resume.*", "sandbox.docker_host", "local_models.*.host",
+                     "cluster", "cluster.*", "resume.*", "budget.*", "sandbox.docker_host", "local_models.*.host",
                      "local_models.*.replicas",
                      *(f"view.{name}" for name in TIMING_OPTIONS),
                      *(f"agents.*.{name}" for name in KEYLESS_AGENT_SETTINGS))
@@ -373,7 +392,7 @@ def allowed_keys(path: str) -> list[str] | None:
 
 
 _SCHEMA_NODES = {cls.__name__: cls for cls in (ViewConfig, LimitsConfig, SandboxConfig, ClusterConfig,
-                                                ResumeConfig, BenchmarkConfig, LaunchConfig)}
+                                                ResumeConfig, BudgetConfig, BenchmarkConfig, LaunchConfig)}
 
 
 def register() -> None:

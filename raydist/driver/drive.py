@@ -12,6 +12,7 @@ from __future__ import annotations
 import signal
 import sys
 
+from raydist.cluster.budget import BUDGET_FILE, Spending
 from raydist.cluster.gate import GateResult
 from raydist.cluster.runner import raise_interrupt
 from raydist.driver import phases
@@ -23,7 +24,9 @@ from raydist.outcomes import InfrastructureError
 def run_job(job: Job) -> int:
     """Run the units of ``job`` that are not finished yet, then write ``runs.parquet``,
     ``steps.parquet``, ``preds.jsonl`` and ``summary.md`` in ``job.run_dir``, print the
-    summary and return the exit status (``raydist.driver.report.exit_status``: 0, 1 or 130).
+    summary and return the exit status (``raydist.driver.report.exit_status``: 0, 1, 3 or 130),
+    and ``budget.json`` (``raydist.cluster.budget.Spending``): what the model calls spent and
+    the units ``job.budget`` kept from starting.
 
     One launch at a time holds ``job.run_dir`` (``raydist.results.run_dir_lock``): a second
     one raises ``JobError`` at once, naming the directory and the holder's pid. SIGTERM and
@@ -50,11 +53,11 @@ def _run_locked(job: Job) -> int:
     print(f"{job.title}: {len(job.units)} units planned, {todo.finished_before} finished before, "
           f"{len(todo.units)} to run; results in {job.run_dir}", flush=True)
     client, base_image = _docker(job)
-    interrupted, verdict, ran = False, None, None
+    interrupted, verdict, ran, spending = False, None, None, None
     if todo.units:
         signal.signal(signal.SIGTERM, raise_interrupt)
         try:
-            verdict, ran = _execute(job, todo, base_image, store, gate_store)
+            verdict, ran, spending = _execute(job, todo, base_image, store, gate_store)
         except OSError as exc:
             raise _disk_failure(exc) from exc
         except KeyboardInterrupt:
@@ -65,19 +68,26 @@ def _run_locked(job: Job) -> int:
             _shutdown_ray()
             _sweep(client)
     table = compile_tables(job, store, ran)
-    text = report(job, table, verdict, interrupted=interrupted)
+    if spending is not None:
+        spending.write(job.run_dir)
+    elif (job.run_dir / BUDGET_FILE).exists():
+        (job.run_dir / BUDGET_FILE).unlink()  # nothing ran: an earlier launch's record no longer applies
+    text = report(job, table, verdict, interrupted=interrupted, spending=spending)
     atomic_write_text(job.run_dir / "summary.md", text)
     print(text, flush=True)
-    return exit_status(table, interrupted=interrupted)
+    return exit_status(table, interrupted=interrupted, spending=spending)
 
 
 def _execute(job: Job, todo: phases.Pending, base_image: str, store,
-             gate_store) -> tuple[GateResult | None, phases.Ran | None]:
-    """images -> views -> gate -> units on Ray; returns the gate's verdict (None: not gated)
-    and what the units phase ran (None: no unit was runnable)."""
+             gate_store) -> tuple[GateResult | None, phases.Ran | None, Spending]:
+    """images -> views -> gate -> units on Ray; returns the gate's verdict (None: not gated),
+    what the units phase ran (None: no unit was runnable) and what the model calls spent.
+    Every model call reports to the launch's ledger (``raydist.models.admission``); once
+    ``job.budget`` is spent, no view preparation or unit starts."""
     from raydist.cluster.progress import UnitProgress
     from raydist.cluster.runner import init_ray, interrupt_on_signals
     from raydist.cluster.serving import ModelServers
+    from raydist.models.admission import Admission
     from raydist.models.server import ModelServerError
     from raydist.results.sink import RowSink
 
@@ -86,13 +96,15 @@ def _execute(job: Job, todo: phases.Pending, base_image: str, store,
     _check_capacity(job)
     built = phases.images(job, (*todo.units, *todo.gate_units), base_image)
     sink = RowSink(store)
-    verdict, ran = None, None
+    verdict, ran, held = None, None, ()
     try:
-        with ModelServers() as servers:
+        with ModelServers() as servers, Admission(job.budget, max_calls=job.ray.max_concurrency) as admission:
             view_model = job.view_model
             prepared = phases.views(job, (*todo.units, *todo.gate_units), built.settings,
-                                    lambda: servers.endpoint(view_model.name, view_model.local))
+                                    lambda: admission.attach(servers.endpoint(view_model.name, view_model.local),
+                                                             "view"), stop=admission.spent)
             ready = phases.runnable(job, todo.units, built, prepared, sink)
+            held = ready.held
             if job.gate is not None:
                 verdict = phases.gate(job, {phases.view_of(u) for u in ready.units}, todo.gate_units,
                                       built.settings, prepared, gate_store)
@@ -102,19 +114,32 @@ def _execute(job: Job, todo: phases.Pending, base_image: str, store,
             if view_model.name != job.model.name:
                 servers.release(view_model.name)  # free its CPUs (or GPU) for the agents
             if ready.units:
-                endpoint = (servers.endpoint(job.model.name, job.model.local)
+                endpoint = (admission.attach(servers.endpoint(job.model.name, job.model.local), "agent")
                             if built.settings.agent_kind == "llm" else None)
                 # The bar starts after preparation and the gate printed theirs.
                 already = len(job.units) - len(todo.units)
                 progress = UnitProgress(total=len(job.units), already_done=already + sum(sink.counts.values()),
                                         errors=sum(sink.counts.values()))
                 try:
-                    ran = phases.units(job, ready, built.settings, endpoint, sink, progress)
+                    ran = phases.units(job, ready, built.settings, endpoint, sink, progress, stop=admission.spent)
                 finally:
                     progress.close()
+            spending = _spending(job, admission, (*held, *(ran.not_started if ran else ())))
     except ModelServerError as exc:
         raise _server_failure(exc) from exc
-    return verdict, ran
+    return verdict, ran, spending
+
+
+def _spending(job: Job, admission, not_started) -> Spending:
+    """The launch's ``Spending``: the ledger's totals and the units the budget kept from
+    starting, in plan order (``stopped`` only when there are some)."""
+    keys = {u.key for u in not_started}
+    left = [{"key": u.key, "name": f"{u.instance_id} {u.level} seed {u.seed}"} for u in job.units if u.key in keys]
+    reason = admission.spent() if left else None
+    if left:
+        print(f"budget: {reason}; {len(left)} units not started (the same command with a larger budget runs "
+              "them)", flush=True)
+    return Spending({"usd": job.budget.usd, "tokens": job.budget.tokens}, admission.totals(), reason, tuple(left))
 
 
 def _server_failure(exc: Exception) -> InfrastructureError:

@@ -83,6 +83,13 @@ class Views:
 
     records: Mapping[Where, dict]
     errors: Mapping[Where, Failure]
+    not_started: frozenset[Where] = frozenset()  # kept from starting by a spent budget
+
+    def held(self, unit: RunUnit) -> bool:
+        """Whether a preparation ``unit`` needs was kept from starting (the unit cannot run)."""
+        from raydist.views import levels_needing
+
+        return any((unit.instance_id, unit.seed, kind) in self.not_started for kind in levels_needing(unit.level))
 
     def prepared(self, unit: RunUnit) -> tuple[Prepared | None, Failure | None]:
         """``raydist.cluster.prepare.prepared_of`` for ``unit``."""
@@ -91,10 +98,12 @@ class Views:
         return prepared_of(unit, self.records, self.errors)
 
 
-def views(job: Job, units: tuple[RunUnit, ...], settings: UnitSettings, view_endpoint: Callable[[], object]) -> Views:
+def views(job: Job, units: tuple[RunUnit, ...], settings: UnitSettings, view_endpoint: Callable[[], object],
+          stop: Callable[[], object] | None = None) -> Views:
     """Compute on Ray (or read from the cache under ``cache_dir/views``) every L1/L4
     preparation ``units`` need; ``view_endpoint()`` serves the view model, called only when a
-    preparation that needs it is not cached yet."""
+    preparation that needs it is not cached yet. ``stop()`` true (a spent budget) keeps the
+    remaining preparations from starting (``Views.not_started``)."""
     from raydist.cluster.prepare import PrepCache, describe_record, preparation_tasks, task_key
     from raydist.cluster.runner import run_preparations
 
@@ -128,9 +137,11 @@ def views(job: Job, units: tuple[RunUnit, ...], settings: UnitSettings, view_end
         records[where] = record
         print(f"  {task.kind} {task.instance_id} seed {task.seed}: {describe_record(task.kind, record)}", flush=True)
 
-    run_preparations(todo, job.instances, options, view_endpoint() if needs_model else None, settings, job.ray,
-                     on_record)
-    return Views(records, errors)
+    left = run_preparations(todo, job.instances, options, view_endpoint() if needs_model else None, settings,
+                            job.ray, on_record, stop=stop)
+    if left:
+        print(f"  {len(left)} view preparations not started: budget spent", flush=True)
+    return Views(records, errors, frozenset((t.instance_id, t.seed, t.kind) for t in left))
 
 
 @dataclass(frozen=True)
@@ -139,13 +150,18 @@ class Runnable:
 
     units: tuple[RunUnit, ...]
     prepared: Mapping[str, Prepared]
+    held: tuple[RunUnit, ...] = ()  # a preparation they need was not started (budget spent): no row
 
 
 def runnable(job: Job, units: tuple[RunUnit, ...], built: Images | None, prepared: Views, sink: RowSink) -> Runnable:
     """Those of ``units`` whose image was built (``built``; None: not checked) and whose
-    preparations succeeded; each other unit's error row goes to ``sink``."""
-    ok, inputs = [], {}
+    preparations succeeded; each other unit's error row goes to ``sink``, but for a unit whose
+    preparation was not started (``Views.held``): it has no row and is ``Runnable.held``."""
+    ok, inputs, held = [], {}, []
     for unit in units:
+        if prepared.held(unit):
+            held.append(unit)
+            continue
         failure = built.failure_of(job, unit) if built is not None else None
         value = None
         if failure is None:
@@ -155,7 +171,7 @@ def runnable(job: Job, units: tuple[RunUnit, ...], built: Images | None, prepare
             continue
         ok.append(unit)
         inputs[unit.key] = value
-    return Runnable(tuple(ok), inputs)
+    return Runnable(tuple(ok), inputs, tuple(held))
 
 
 def gate(job: Job, wanted: set[View], gate_units: tuple[RunUnit, ...], settings: UnitSettings, prepared: Views,
@@ -194,11 +210,13 @@ class Ran:
 
     keys: tuple[str, ...]
     outcomes: Mapping[str, int]
+    not_started: tuple[RunUnit, ...] = ()  # kept from starting by a spent budget: no row
 
 
-def units(job: Job, ready: Runnable, settings: UnitSettings, endpoint, sink: RowSink, progress=None) -> Ran:
+def units(job: Job, ready: Runnable, settings: UnitSettings, endpoint, sink: RowSink, progress=None,
+          stop: Callable[[], object] | None = None) -> Ran:
     """Run ``ready`` on Ray (``raydist.cluster.runner.run_units``), every row into ``sink``;
-    returns what ran."""
+    returns what ran. ``stop()`` true (a spent budget) keeps the remaining units from starting."""
     from raydist.cluster.runner import run_units
 
     last: dict[str, str] = {}
@@ -207,8 +225,10 @@ def units(job: Job, ready: Runnable, settings: UnitSettings, endpoint, sink: Row
         sink.write(row)
         last[row["key"]] = row["outcome"]
 
-    run_units(ready.units, job.instances, settings, endpoint, job.ray, write, progress, prepared=ready.prepared)
+    left = run_units(ready.units, job.instances, settings, endpoint, job.ray, write, progress,
+                     prepared=ready.prepared, stop=stop)
     counts: dict[str, int] = {}
     for outcome in last.values():
         counts[outcome] = counts.get(outcome, 0) + 1
-    return Ran(tuple(u.key for u in ready.units), counts)
+    skipped = {u.key for u in left}
+    return Ran(tuple(u.key for u in ready.units if u.key not in skipped), counts, tuple(left))

@@ -21,6 +21,7 @@ from raydist.agents.settings import AgentSettings
 from raydist.cluster.unit import UnitSettings
 from raydist.driver.config import ConfigError, check_config
 from raydist.driver.identity import IdentityError, WeightsUnavailable, agent_prompts_digest, model_identity
+from raydist.models.admission import Budget
 from raydist.sandbox.limits import Limits
 from raydist.views import ViewOptions
 
@@ -67,6 +68,7 @@ class Job:
     title: str
     gate: GatePlan | None = None  # None: not gated (scripted agents, or gate=false)
     keys_unknown: str = ""  # a dry run without a model's weights: why the unit keys are not a run's
+    budget: Budget = Budget()  # what this launch may spend on model calls (no bound by default)
 
     @classmethod
     def from_config(cls, cfg: DictConfig, run_dir: str | Path) -> "Job":
@@ -163,7 +165,8 @@ def _plan(cfg: DictConfig, run_dir: Path) -> Job:
     return Job(units=units, instances={i.instance_id: i for i in instances}, settings=settings,
                ray=_ray_options(cfg), agent=agent, model=ServedModel(model, local if kind == "llm" else None),
                view_model=view_model, run_dir=run_dir, retry_errors=bool(cfg.resume.retry_errors), title=title,
-               gate=gate, keys_unknown="; ".join(dict.fromkeys(unknown or [])))
+               gate=gate, keys_unknown="; ".join(dict.fromkeys(unknown or [])),
+               budget=Budget(**_container(cfg.budget)))
 
 
 def _model_identity(name: str, entry: dict | None, cache_dir: Path, unknown: list[str] | None) -> str:

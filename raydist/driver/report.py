@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from raydist.cluster.budget import EXIT_BUDGET_SPENT, Spending
 from raydist.cluster.gate import GateResult, gate_markdown
 from raydist.driver.phases import Ran
 from raydist.driver.plan import Job
@@ -28,23 +29,31 @@ def compile_tables(job: Job, store, ran: Ran | None) -> pa.Table:
     return table
 
 
-def report(job: Job, table: pa.Table, gate: GateResult | None, *, interrupted: bool) -> str:
+def report(job: Job, table: pa.Table, gate: GateResult | None, *, interrupted: bool,
+           spending: Spending | None = None) -> str:
     """The Markdown summary of ``table``: rates per model x agent x level, errors by cause,
-    the action mix and exposure audit, and the validity gate's verdict (``gate``: None when
-    it did not run in this launch)."""
+    the action mix and exposure audit, the validity gate's verdict (``gate``: None when
+    it did not run in this launch) and what the model calls spent (``spending``: None when
+    nothing ran), naming the units a spent budget kept from starting."""
     from raydist.results import action_mix, action_mix_markdown, error_counts, summarise, to_markdown
 
     note = "Interrupted before the plan finished." if interrupted else ""
+    if spending is not None and spending.summary_line():
+        note = " ".join(filter(None, [note, spending.summary_line()]))
     text = to_markdown(summarise(table), title=job.title, planned=len(job.units), note=note,
                        errors=error_counts(table))
     text += action_mix_markdown(action_mix(table))
-    return text + gate_markdown(gate, gated=job.gate is not None)
+    text += gate_markdown(gate, gated=job.gate is not None)
+    return text + (spending.markdown() if spending is not None else "")
 
 
-def exit_status(table: pa.Table, *, interrupted: bool) -> int:
+def exit_status(table: pa.Table, *, interrupted: bool, spending: Spending | None = None) -> int:
     """130 when interrupted; 1 when a planned unit's row is an error (``input_error``,
     ``infrastructure_error`` or ``bug``: the tables are complete but some units have no
-    result); else 0."""
+    result); 3 (``EXIT_BUDGET_SPENT``) when the budget kept units from starting and none
+    ended in an error; else 0."""
     if interrupted:
         return 130
-    return 1 if any(outcome in ERRORS for outcome in table.column("outcome").to_pylist()) else 0
+    if any(outcome in ERRORS for outcome in table.column("outcome").to_pylist()):
+        return 1
+    return EXIT_BUDGET_SPENT if spending is not None and spending.stopped else 0

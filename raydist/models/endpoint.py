@@ -53,6 +53,8 @@ class ModelEndpoint:
             (`local_models.<name>.replicas` > 1; `server_name` is then None): calls go through
             litellm's Router over them (`raydist.models.router.completion_function`), and
             `api_base` is only the first replica's address at start.
+        admission: the launch's ledger and this model's limiter of calls in flight
+            (`raydist.models.admission.AdmissionRef`), None: calls are neither limited nor booked.
     """
 
     litellm_model: str
@@ -65,6 +67,7 @@ class ModelEndpoint:
     server_namespace: str | None = None
     server_generation: int = 0
     replica_names: tuple[str, ...] = ()
+    admission: Any = None
 
     def __post_init__(self):
         if not isinstance(self.litellm_model, str) or not self.litellm_model.strip():

@@ -13,7 +13,6 @@ from tenacity import (
     Retrying,
     before_sleep_log,
     retry_if_exception_type,
-    stop_after_attempt,
     wait_exponential,
 )
 
@@ -42,6 +41,16 @@ with ``agent_exit=model_error`` (``raydist.outcomes``) and the unit is never ret
 
 MAX_RETRY_AFTER_S = 60.0
 """The longest ``Retry-After`` one model call honours before its next attempt."""
+
+MAX_THROTTLED_S = 300.0
+"""The longest one model call waits in all on refusals that carry ``Retry-After``: such a
+refusal (429 rate limited, 503 overloaded) is the server pacing its clients, so it does not
+use up one of the call's attempts; a server still refusing past this bound makes the call
+``ModelUnreachable``."""
+
+THROTTLING_ERRORS = (litellm.exceptions.RateLimitError, litellm.exceptions.ServiceUnavailableError)
+"""HTTP 429 and 503: the model is there but takes fewer calls; the model's limiter of calls in
+flight (``raydist.models.admission``) halves on each."""
 
 
 class ModelUnreachable(InfrastructureError):
@@ -81,9 +90,40 @@ def _wait(state) -> float:
     return min(MAX_RETRY_AFTER_S, max(backoff, asked or 0.0))
 
 
+def is_paced(exc: BaseException | None) -> bool:
+    """True for a 429 or 503 that says when to come back (``Retry-After``): the server is
+    pacing its clients, not failing."""
+    return isinstance(exc, THROTTLING_ERRORS) and retry_after_s(exc) is not None
+
+
+def _stop(retries: int):
+    """Tenacity's stop rule: after ``retries`` failed attempts, not counting paced refusals
+    (``is_paced``); those stop the call once its waits on them would pass ``MAX_THROTTLED_S``."""
+    failed = 0
+    paced_s = 0.0
+
+    def stop(state) -> bool:
+        nonlocal failed, paced_s
+        exc = state.outcome.exception() if state.outcome else None
+        if is_paced(exc):
+            paced_s += _wait(state)
+            return paced_s > MAX_THROTTLED_S
+        failed += 1
+        return failed >= retries
+
+    return stop
+
+
 def call_with_retries(call: Callable[[], T], *, endpoint: ModelEndpoint, retries: int) -> T:
     """``call()``, retried on ``TRANSIENT_ERRORS`` with short exponential backoff (0.5 s to 4 s,
-    longer when the server sends ``Retry-After``, up to ``MAX_RETRY_AFTER_S``).
+    longer when the server sends ``Retry-After``, up to ``MAX_RETRY_AFTER_S``). A 429/503 with
+    ``Retry-After`` is waited out and does not count as an attempt (``MAX_THROTTLED_S`` bounds
+    those waits), so a rate-limited model slows the unit down instead of failing it.
+
+    With ``endpoint.admission`` set (``raydist.models.admission.AdmissionRef``), each attempt
+    first takes one of the model's slots (waiting while the limit of calls in flight is
+    reached; a 429/503 halves that limit) and every response's usage is booked in the
+    launch's ledger.
 
     Args:
         call: one model request.
@@ -98,8 +138,13 @@ def call_with_retries(call: Callable[[], T], *, endpoint: ModelEndpoint, retries
             the attempts and the last error.
         Exception: any non-transient error of ``call`` (e.g. ``NON_TRANSIENT_ERRORS``), at once.
     """
+    from raydist.models.admission import record_usage, slot
+
+    if retries < 1:
+        raise ValueError(f"retries must be at least 1, got {retries}")
+    admission = getattr(endpoint, "admission", None)
     attempts = Retrying(
-        stop=stop_after_attempt(retries),
+        stop=_stop(retries),
         wait=_wait,
         retry=retry_if_exception_type(TRANSIENT_ERRORS),
         before_sleep=before_sleep_log(logger, logging.WARNING),
@@ -107,11 +152,15 @@ def call_with_retries(call: Callable[[], T], *, endpoint: ModelEndpoint, retries
     try:
         for attempt in attempts:
             with attempt:
-                return call()
+                with slot(admission, THROTTLING_ERRORS):
+                    response = call()
+                record_usage(admission, response, endpoint)
+                return response
     except RetryError as exc:
         cause = exc.last_attempt.exception()
         where = endpoint.api_base or "its provider"
+        tries = exc.last_attempt.attempt_number
         raise ModelUnreachable(
-            f"model {endpoint.litellm_model!r} at {where} did not answer after {retries} "
+            f"model {endpoint.litellm_model!r} at {where} did not answer after {tries} "
             f"attempt(s): {type(cause).__name__}: {cause}", retry_after=retry_after_s(cause)
         ) from cause

@@ -21,7 +21,7 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationI
                       model_validator)
 from pydantic_core import PydanticCustomError
 
-__all__ = ["Analysis", "Evaluation", "Execution", "Generation", "ProblemsSettings", "Requests", "SettingError",
+__all__ = ["Analysis", "BudgetSection", "Evaluation", "Execution", "Generation", "ProblemsSettings", "Requests", "SettingError",
            "register", "settings_from"]
 
 PIPELINES = ("full", "generate", "evaluate")
@@ -151,6 +151,17 @@ class Requests(_Section):
     """The slowest generation speed waited for (a CPU server answering a long rewrite)."""
 
 
+class BudgetSection(_Section):
+    """The most one launch may spend on model calls (generation and evaluation); null: no
+    bound (``raydist.models.admission.Budget``). Once spent, no new item starts; the summary
+    counts the items not started, and the same command with a larger budget runs them."""
+
+    usd: float | None = Field(None, ge=0, json_schema_extra={"give": "give a number of at least 0, or null"})
+    """US dollars (litellm's prices; local models cost 0)."""
+    tokens: int | None = Field(None, ge=0, json_schema_extra={"give": "give a whole number of at least 0, or null"})
+    """Prompt plus completion tokens as the model servers report them."""
+
+
 class Analysis(_Section):
     """The tables beyond pass@k: human check export and diversity baselines (§4.4)."""
 
@@ -186,6 +197,8 @@ class ProblemsSettings(_Section):
     """Model request time limits."""
     analysis: Analysis = Analysis()
     """Extra tables."""
+    budget: BudgetSection = BudgetSection()
+    """What the launch's model calls may spend."""
     data_root: str = Field(default_factory=lambda: launch_default("data_root"))
     """Folder of shared reference data (MBPP's file); an interpolation Hydra resolves."""
     cache_dir: str = Field(default_factory=lambda: launch_default("cache_dir"))
@@ -220,7 +233,7 @@ class ProblemsSettings(_Section):
         return value
 
 
-SECTIONS = ("generation", "evaluation", "execution", "requests", "analysis")
+SECTIONS = ("generation", "evaluation", "execution", "requests", "analysis", "budget")
 SHARED_GROUPS = ("benchmark", "sandbox", "cluster")
 
 

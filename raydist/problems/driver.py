@@ -9,6 +9,7 @@ phase skips the items it finished in an earlier launch, so the same command resu
 
 from __future__ import annotations
 
+from raydist.cluster.budget import Spending
 from raydist.problems.job import ProblemsJob
 from raydist.problems.phases import execute, generate, seeds, validate
 from raydist.problems.records import check_run_dir
@@ -24,19 +25,45 @@ def run_problems(job: ProblemsJob) -> dict:
 
     Raises ``ProblemsError`` (bad seed selection), ``RunDirMismatch`` (the run directory holds
     variants of other settings), ``SandboxUnavailable`` / ``BaseImageMissing`` (no sandbox)."""
+    from raydist.models.admission import Admission, Budget
+
     seed_set = seeds(job)
     check_run_dir(job.run_dir, job.run_settings())
     image = _start(job)
     making = job.pipeline in ("full", "generate")
-    generated = generate(job, seed_set, run=making)
-    validated = validate(job, generated, image, run=making)
-    if job.pipeline == "evaluate" and not validated.variants:
-        print(f"note: {job.run_dir / 'variants'} holds no variants of these settings: run pipeline=generate (or "
-              "full) first; evaluating the seed problems only", flush=True)
-    executed = execute(job, seed_set, validated, image, run=job.pipeline in ("full", "evaluate"))
+    budget = Budget(**job.settings.budget.model_dump())
+    with Admission(budget, max_calls=job.ray.max_concurrency) as admission:
+        generated = generate(job, seed_set, run=making, admission=admission)
+        validated = validate(job, generated, image, run=making)
+        if job.pipeline == "evaluate" and not validated.variants:
+            print(f"note: {job.run_dir / 'variants'} holds no variants of these settings: run pipeline=generate "
+                  "(or full) first; evaluating the seed problems only", flush=True)
+        executed = execute(job, seed_set, validated, image, run=job.pipeline in ("full", "evaluate"),
+                           admission=admission)
+        spending = _spending(budget, admission, (*generated.not_started, *executed.not_started))
     result = metrics(job, seed_set, generated, validated, executed)
     report(job, seed_set, validated, result)
-    return result.numbers
+    spending.write(job.run_dir)
+    _append_spending(job.run_dir / "summary.md", spending)
+    return {**result.numbers, "not_started": len(spending.not_started), "spent": spending.totals}
+
+
+def _spending(budget, admission, not_started: tuple[dict, ...]) -> Spending:
+    """The launch's ``Spending`` (``raydist.cluster.budget``): the ledger's totals and the items
+    the budget kept from starting."""
+    reason = admission.spent() if not_started else None
+    return Spending({"usd": budget.usd, "tokens": budget.tokens}, admission.totals(), reason, not_started)
+
+
+def _append_spending(summary, spending: Spending) -> None:
+    """Put the spending under ``summary`` (written by ``report``) and its stop line on top; print both."""
+    from raydist._util.files import atomic_write_text
+
+    text = summary.read_text() if summary.exists() else ""
+    if spending.summary_line():
+        text = f"{spending.summary_line()}\n\n{text}"
+    atomic_write_text(summary, text + spending.markdown())
+    print(spending.summary_line() + spending.markdown(), flush=True)
 
 
 def _start(job: ProblemsJob) -> str:

@@ -13,7 +13,9 @@ Examples::
 Exit status: 0; 1 when items have a failed model call (run again to retry them), or the machine
 or a service failed (Docker unreachable, the base image missing, a full disk:
 ``infrastructure_error``, one line naming it and what to do); 2 for a bad setting or a run
-directory of other settings (one line names it, before anything starts); 130 when interrupted.
+directory of other settings (one line names it, before anything starts); 3 when ``budget.usd``
+or ``budget.tokens`` was spent and kept items from starting (summary.md names them; the same
+command with a larger budget runs them); 130 when interrupted.
 Under ``--multirun`` a failing job does not stop the next; the process exits with the highest
 status and names the jobs that failed.
 """
@@ -166,6 +168,12 @@ def run_job(cfg: DictConfig, run_dir: str) -> int:
         print(f"raydist: {numbers['failed_items']} item(s) have a failed model call (recorded in llm_calls.jsonl, "
               "scored as failed); run the same command again to retry them", file=sys.stderr)
         status = 1  # the tables are complete, but some items must run again: say so to scripts
+    elif numbers.get("not_started"):
+        from raydist.cluster.budget import EXIT_BUDGET_SPENT
+
+        print(f"raydist: the budget kept {numbers['not_started']} item(s) from starting (named in summary.md); "
+              "run the same command with a larger budget to run them", file=sys.stderr)
+        status = EXIT_BUDGET_SPENT
     return status
 
 

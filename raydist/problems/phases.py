@@ -47,6 +47,7 @@ class Generated:
 
     variants: tuple[Variant, ...]
     pool: tuple[str, ...] | None
+    not_started: tuple[dict, ...] = ()  # kept from starting by a spent budget (``name``, ``key``)
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ class Executed:
     ``seconds``, ``solution``) and ``error`` (a failed model call, else None)."""
 
     completions: tuple[dict, ...]
+    not_started: tuple[dict, ...] = ()  # kept from starting by a spent budget (``name``, ``key``)
 
 
 def seeds(job: ProblemsJob) -> Seeds:
@@ -82,21 +84,25 @@ def seeds(job: ProblemsJob) -> Seeds:
     return Seeds(tuple(problems))
 
 
-def generate(job: ProblemsJob, seed_set: Seeds, *, run: bool = True) -> Generated:
-    """Generate the missing variants (a failed one is generated again) and return them all."""
+def generate(job: ProblemsJob, seed_set: Seeds, *, run: bool = True, admission=None) -> Generated:
+    """Generate the missing variants (a failed one is generated again) and return them all.
+    With ``admission`` (``raydist.models.admission.Admission``) every call is booked under
+    ``generation`` and no variant starts once the budget is spent."""
     gen = job.generation
     store = RecordStore(job.run_dir / "variants")
     records = store.load()
     pool_path = job.run_dir / "scenarios.json"
     wanted = [(p, g, variant_id(p.problem_id, g, gen.model)) for p in seed_set.problems
               for g in range(gen.variants_per_seed)]
+    not_started: tuple[dict, ...] = ()
     if run:
         done = {k for k, v in records.items() if not v.get("error")}
         todo = [(p, g) for p, g, vid in wanted if vid not in done]
         print(f"generation: {len(seed_set.problems)} seed problems x {gen.variants_per_seed} generation seeds, "
               f"{len(done)} variants finished before, {len(todo)} to generate with {gen.model}", flush=True)
         if todo:
-            with _serve(job, gen.model) as endpoint:
+            with _serve(job, gen.model) as served:
+                endpoint = served if admission is None else admission.attach(served, "generation")
                 pool = _scenario_pool(job, endpoint)
 
                 def store_variant(out: dict) -> None:
@@ -105,12 +111,15 @@ def generate(job: ProblemsJob, seed_set: Seeds, *, run: bool = True) -> Generate
                     append_calls(job.run_dir, out["calls"])
 
                 cache = str(job.cache_dir)
-                fan_out(generate_one, todo, lambda pg: (pg[0], pool, pg[1], endpoint, gen, cache, job.requests),
-                        store_variant, limit=job.ray.max_concurrency, cpus=job.ray.cpus_per_unit,
-                        label="variants")
+                left = fan_out(generate_one, todo,
+                               lambda pg: (pg[0], pool, pg[1], endpoint, gen, cache, job.requests),
+                               store_variant, limit=job.ray.max_concurrency, cpus=job.ray.cpus_per_unit,
+                               label="variants", stop=None if admission is None else admission.spent)
+                not_started = tuple({"key": variant_id(p.problem_id, g, gen.model),
+                                     "name": f"variant of {p.problem_id}, generation seed {g}"} for p, g in left)
     ids = sorted({vid for _, _, vid in wanted} & records.keys())
     stored = tuple(json.loads(pool_path.read_text())) if pool_path.is_file() else None
-    return Generated(tuple(_variant(records[k]) for k in ids), stored)
+    return Generated(tuple(_variant(records[k]) for k in ids), stored, not_started)
 
 
 def _scenario_pool(job: ProblemsJob, endpoint) -> list[str]:
@@ -165,9 +174,11 @@ def _check_digest(variant: Variant) -> str:
 
 
 def execute(job: ProblemsJob, seed_set: Seeds, validated: Validated, image: str | None, *,
-            run: bool = True) -> Executed:
+            run: bool = True, admission=None) -> Executed:
     """n completions of every seed problem and every accepted, canonical-checked variant by
-    every model under test, each scored in the sandbox (a failed call is run again)."""
+    every model under test, each scored in the sandbox (a failed call is run again). With
+    ``admission`` every call is booked under ``evaluation`` and no item starts once the
+    budget is spent."""
     from raydist.problems.evaluate import Item
 
     ev = job.evaluation
@@ -177,6 +188,7 @@ def execute(job: ProblemsJob, seed_set: Seeds, validated: Validated, image: str 
     store = RecordStore(job.run_dir / "completions")
     records = store.load()
     done = {k for k, v in records.items() if not v.get("error")}
+    not_started: list[dict] = []
     for model in ev.models if run else ():
         keys = {i.item_id: completion_key(model, i.item_id, ev.n, float(ev.temperature), ev.max_tokens)
                 for i in items}
@@ -185,7 +197,9 @@ def execute(job: ProblemsJob, seed_set: Seeds, validated: Validated, image: str 
               f"variants) x n={ev.n}, {len(items) - len(todo)} finished before, {len(todo)} to run", flush=True)
         if not todo:
             continue
-        with _serve(job, model) as endpoint:
+        with _serve(job, model) as served:
+            endpoint = served if admission is None else admission.attach(served, "evaluation")
+
             def store_completion(out: dict, keys=keys) -> None:
                 append_calls(job.run_dir, out.pop("calls", []))
                 store.put(keys[out["item_id"]], out)
@@ -193,12 +207,14 @@ def execute(job: ProblemsJob, seed_set: Seeds, validated: Validated, image: str 
 
             args = (ev, job.execution.limits(), str(job.cache_dir), job.docker_host, image, job.execution.workers,
                     job.requests)
-            fan_out(evaluate_one, todo, lambda i: (i, endpoint, model, *args), store_completion,
-                    limit=job.ray.max_concurrency, cpus=job.ray.cpus_per_unit,
-                    label=f"completions of {model}")
+            left = fan_out(evaluate_one, todo, lambda i: (i, endpoint, model, *args),
+                           store_completion, limit=job.ray.max_concurrency, cpus=job.ray.cpus_per_unit,
+                           label=f"completions of {model}", stop=None if admission is None else admission.spent)
+            not_started += [{"key": keys[i.item_id], "name": f"completions of {i.item_id} by {model}"}
+                            for i in left]
     current = {k: c for k, c in sorted(records.items()) if c.get("model") in ev.models and k == completion_key(
         c["model"], c["item_id"], ev.n, float(ev.temperature), ev.max_tokens)}
-    return Executed(tuple(current.values()))
+    return Executed(tuple(current.values()), tuple(not_started))
 
 
 def _variant(record: dict) -> Variant:

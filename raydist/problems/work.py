@@ -100,11 +100,12 @@ def evaluate_one(item, endpoint, model: str, ev: Evaluation, limits: dict, cache
 
 
 def fan_out(function: Callable, items: list, args_of: Callable[[Any], tuple], on_result: Callable[[dict], Any],
-            *, limit: int, cpus: float, label: str) -> None:
+            *, limit: int, cpus: float, label: str, stop: Callable[[], Any] | None = None) -> list:
     """Run ``function(*args_of(item))`` as a Ray task for each item, at most ``limit`` in
     flight (``raydist.cluster.runner.run_bounded``), under a progress bar; ``on_result`` gets
     each result the moment it arrives; a task that fails is reported and skipped (its item
-    runs again on the next launch)."""
+    runs again on the next launch). ``stop()`` true (a spent budget) keeps the remaining items
+    from starting; returns those (they run on the next launch)."""
     import ray
     from tqdm import tqdm
 
@@ -122,4 +123,7 @@ def fan_out(function: Callable, items: list, args_of: Callable[[Any], tuple], on
                 print(f"  {label}: a task failed: {error}"[:500], flush=True)
             bar.update(1)
 
-        run_bounded(task, items, args_of, limit, finished)
+        left = run_bounded(task, items, args_of, limit, finished, stop=stop)
+    if left:
+        print(f"  {label}: {len(left)} not started: budget spent", flush=True)
+    return left

@@ -68,15 +68,27 @@ def read_rows(run_dir: Path) -> pa.Table:
 def report_markdown(run_dirs: Sequence[Path], problems_dirs: Sequence[Path] = ()) -> str:
     """The Markdown summary of ``run_dirs`` together (one table: rows are grouped by model x
     agent x level, so run directories of one sweep combine), then each problems run
-    directory's ``summary.md``. "planned" is the number of rows: the plan is not stored."""
+    directory's ``summary.md``. "planned" is the number of rows: the plan is not stored; a
+    directory whose last launch was stopped by its budget says so and names the units it did
+    not start (``budget.json``)."""
     parts = []
     if run_dirs:
         table = pa.concat_tables([read_rows(d) for d in run_dirs])
         title = str(run_dirs[0]) if len(run_dirs) == 1 else f"{len(run_dirs)} run directories"
         parts.append(to_markdown(summarise(table), title=title, planned=table.num_rows, errors=error_counts(table))
                      + action_mix_markdown(action_mix(table)))
+        parts += [_spending_markdown(d) for d in run_dirs if _spending_markdown(d)]
     parts += [(d / "summary.md").read_text() for d in problems_dirs]
     return "\n".join(parts)
+
+
+def _spending_markdown(run_dir: Path) -> str:
+    """The last launch's spending in ``run_dir`` (``budget.json``), headed by the directory; "" if none."""
+    from raydist.cluster.budget import Spending
+
+    spending = Spending.read(run_dir)
+    return "" if spending is None else spending.markdown().replace("## Model calls and budget",
+                                                                  f"## Model calls and budget: {run_dir}", 1)
 
 
 def report_main(paths: Sequence[str], output: str | None = None) -> int:
