@@ -9,6 +9,7 @@ phase skips the items it finished in an earlier launch, so the same command resu
 
 from __future__ import annotations
 
+from raydist._util.storage import mirrored
 from raydist.problems.job import ProblemsJob
 from raydist.problems.phases import execute, generate, seeds, validate
 from raydist.problems.records import check_run_dir
@@ -25,17 +26,18 @@ def run_problems(job: ProblemsJob) -> dict:
     Raises ``ProblemsError`` (bad seed selection), ``RunDirMismatch`` (the run directory holds
     variants of other settings), ``SandboxUnavailable`` / ``BaseImageMissing`` (no sandbox)."""
     seed_set = seeds(job)
-    check_run_dir(job.run_dir, job.run_settings())
-    image = _start(job)
-    making = job.pipeline in ("full", "generate")
-    generated = generate(job, seed_set, run=making)
-    validated = validate(job, generated, image, run=making)
-    if job.pipeline == "evaluate" and not validated.variants:
-        print(f"note: {job.run_dir / 'variants'} holds no variants of these settings: run pipeline=generate (or "
-              "full) first; evaluating the seed problems only", flush=True)
-    executed = execute(job, seed_set, validated, image, run=job.pipeline in ("full", "evaluate"))
-    result = metrics(job, seed_set, generated, validated, executed)
-    report(job, seed_set, validated, result)
+    with mirrored(job.mirror(), job.run_dir):
+        check_run_dir(job.run_dir, job.run_settings())
+        image = _start(job)
+        making = job.pipeline in ("full", "generate")
+        generated = generate(job, seed_set, run=making)
+        validated = validate(job, generated, image, run=making)
+        if job.pipeline == "evaluate" and not validated.variants:
+            print(f"note: {job.run_dir / 'variants'} holds no variants of these settings: run pipeline=generate "
+                  "(or full) first; evaluating the seed problems only", flush=True)
+        executed = execute(job, seed_set, validated, image, run=job.pipeline in ("full", "evaluate"))
+        result = metrics(job, seed_set, generated, validated, executed)
+        report(job, seed_set, validated, result)
     return result.numbers
 
 
