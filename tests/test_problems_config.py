@@ -27,6 +27,7 @@ def test_the_defaults_are_the_values_problems_yaml_held():
         "data_root": "${oc.env:RAYDIST_DATA_ROOT,../shared/data}",
         "cache_dir": "${oc.env:RAYDIST_CACHE_DIR,${oc.env:HOME}/.cache/raydist}",
         "output_root": "runs",
+        "storage": None,
         "benchmark": {"source": None, "ids": None, "limit": None, "kind": "tasks", "dataset": None},
         "sandbox": {"docker_host": None, "base_image": None, "network": "none", "grading_timeout_s": 900.0,
                     "limits": {"cpus": 1.0, "memory": "2g", "pids": 512, "file_size": "1g", "tmp_size": "512m",
@@ -54,8 +55,8 @@ def test_every_setting_says_what_it_means():
      "generation.colour: unknown setting; generation takes model, variants_per_seed, scenarios, domains, "
      "temperature, seed, prompts_dir"),
     ({"colour": "red"}, "colour: unknown setting; the launch takes pipeline, generation, evaluation, execution, "
-                        "requests, analysis, data_root, cache_dir, output_root, benchmark, sandbox, cluster, "
-                        "local_models"),
+                        "requests, analysis, data_root, cache_dir, output_root, storage, benchmark, sandbox, "
+                        "cluster, local_models"),
     ({"evaluation": {"n": "2"}}, "evaluation.n='2': give a whole number of at least 1"),
     ({"evaluation": {"n": 2.5}}, "evaluation.n=2.5: give a whole number of at least 1"),
     ({"evaluation": {"k": [1, 0]}}, "evaluation.k=0: give a whole number of at least 1"),

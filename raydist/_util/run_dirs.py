@@ -12,7 +12,7 @@ from raydist._util.hashing import stable_hash
 __all__ = ["job_name"]
 
 #: Overrides no launcher names: paths and Hydra's own settings change where, never what.
-NOT_COMPUTED = ("output_root", "cache_dir", "data_root", "hydra", "hydra.*", "hydra/*")
+NOT_COMPUTED = ("output_root", "cache_dir", "data_root", "storage", "hydra", "hydra.*", "hydra/*")
 
 
 def job_name(overrides: Iterable, unnamed: Iterable[str] = ()) -> str:

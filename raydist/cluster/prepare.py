@@ -21,11 +21,11 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from raydist._util.files import atomic_write_json
 from raydist._util.hashing import named_files_digest, stable_hash
 from raydist._util.protocols import Complete
+from raydist._util.storage import JsonCache, Storage
 from raydist.cluster.errors import PreparationError
 from raydist.prompts import resolve_prompts_dir
 from raydist.results.sink import Failure
@@ -105,24 +105,15 @@ class _NoInstance:
         return "*"
 
 
-class PrepCache:
-    """Preparation records as JSON files ``<root>/<key>.json``, written atomically."""
+class PrepCache(JsonCache):
+    """Preparation records as JSON files ``<key>.json`` of one folder: a path on the driver's
+    disk (``<cache_dir>/views``) or a ``Storage`` (``<storage>/_cache/views``). Only the driver
+    reads and writes it: a preparation task returns its record, the driver stores it
+    (``raydist.driver.phases.views``) and hands stored records to the units that need them, so
+    a record made on any node serves every later launch, on any node, without recomputing."""
 
-    def __init__(self, root: str | Path) -> None:
-        self.root = Path(root)
-
-    def get(self, key: str) -> dict | None:
-        """The record stored under ``key``, or None (also for an unreadable file, which is redone)."""
-        path = self.root / f"{key}.json"
-        try:
-            return json.loads(path.read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
-            return None
-
-    def put(self, key: str, record: Mapping[str, Any]) -> None:
-        """Store ``record`` under ``key`` (atomic rename; raises OSError on a full disk)."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(self.root / f"{key}.json", dict(record), indent=1)
+    def __init__(self, root: str | Path | Storage) -> None:
+        super().__init__(root, indent=1)
 
 
 def prepared_for(level: str, records: Mapping[str, Mapping | None]) -> Prepared:

@@ -255,6 +255,23 @@ class LaunchConfig:
     """Host cache: sdists, wheelhouses, repository snapshots, view preparations, file hashes."""
     output_root: str = "runs"
     """Run directories live below it: ``<benchmark>/<agent>/<model>/<levels>__s<seeds>``."""
+    storage: Optional[str] = None
+    """Where run directories and the shared caches are kept besides this disk: a folder (e.g. a
+    shared mount) or a URI ``pyarrow.fs`` opens (``file:///...``, ``s3://bucket/prefix``,
+    ``gs://...``, ``hdfs://...``; credentials from the environment). The run directory under
+    ``output_root`` is then a working copy, filled from ``<storage>/<its path below
+    output_root>`` when a launch starts and copied there row by row and at the end; the view
+    preparations and DyCodeEval answers live in ``<storage>/_cache/`` instead of ``cache_dir``.
+    null: everything stays on the driver's disk (``raydist._util.storage``)."""
+
+    def __post_init__(self) -> None:
+        from raydist._util.storage import StorageError, check_storage_uri
+
+        if self.storage is not None and "${" not in self.storage:
+            try:
+                check_storage_uri(self.storage)
+            except StorageError as exc:
+                raise ConfigError(str(exc)) from None
 
 
 #: Overrides the name of a ``--multirun`` job's directory leaves out besides paths and Hydra's

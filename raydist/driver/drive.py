@@ -29,26 +29,45 @@ def run_job(job: Job) -> int:
     the units ``job.budget`` kept from starting.
 
     One launch at a time holds ``job.run_dir`` (``raydist.results.run_dir_lock``): a second
-    one raises ``JobError`` at once, naming the directory and the holder's pid. SIGTERM and
+    one raises ``JobError`` at once, naming the directory and the holder's pid. With
+    ``job.storage``, the run directories are mirrored there (``raydist._util.storage.mirrored``:
+    filled from it first, each row copied as written, everything copied at the end); a storage
+    that cannot be written raises ``JobError`` naming ``storage`` before anything runs. SIGTERM and
     Ctrl-C stop scheduling; rows already written stay and the tables are compiled from them.
     Raises ``InfrastructureError`` (one line: what failed, what to do) for Docker that cannot
     be reached, a missing base image, a full disk and a model server that does not start;
     ``JobError`` for a setting the cluster cannot satisfy."""
+    from raydist._util.storage import StorageError, mirrored, open_storage
     from raydist.results import RunDirBusy, run_dir_lock
 
     try:
-        with run_dir_lock(job.run_dir):
-            return _run_locked(job)
+        if job.storage is not None:
+            open_storage(job.storage)
+        mirrors = {folder: job.mirror(folder) for folder in _run_dirs(job)}
+    except StorageError as exc:
+        raise JobError(str(exc)) from exc
+    try:
+        with run_dir_lock(job.run_dir), mirrored(mirrors[job.run_dir], job.run_dir):
+            gate_dir = job.gate.store_dir if job.gate is not None else None
+            with mirrored(mirrors.get(gate_dir), gate_dir or job.run_dir):
+                return _run_locked(job, mirrors)
     except RunDirBusy as exc:
         raise JobError(str(exc)) from exc
+    except OSError as exc:  # the storage could not be read or written
+        raise _disk_failure(exc) from exc
 
 
-def _run_locked(job: Job) -> int:
+def _run_dirs(job: Job) -> list:
+    """The run directories a launch writes: its own and the validity gate's."""
+    return [job.run_dir, *([job.gate.store_dir] if job.gate is not None else [])]
+
+
+def _run_locked(job: Job, mirrors: dict) -> int:
     from raydist._util.files import atomic_write_text
     from raydist.results import ResultStore
 
-    store = ResultStore(job.run_dir)
-    gate_store = ResultStore(job.gate.store_dir) if job.gate is not None else None
+    store = ResultStore(job.run_dir, mirror=mirrors[job.run_dir])
+    gate_store = ResultStore(job.gate.store_dir, mirror=mirrors[job.gate.store_dir]) if job.gate is not None else None
     todo = phases.pending(job, store, gate_store)
     print(f"{job.title}: {len(job.units)} units planned, {todo.finished_before} finished before, "
           f"{len(todo.units)} to run; results in {job.run_dir}", flush=True)

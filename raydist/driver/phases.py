@@ -9,7 +9,6 @@ so that those of earlier launches (resume) count as well.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Callable, Mapping
 
 from raydist.cluster.gate import GateResult, View, judge
@@ -100,7 +99,7 @@ class Views:
 
 def views(job: Job, units: tuple[RunUnit, ...], settings: UnitSettings, view_endpoint: Callable[[], object],
           stop: Callable[[], object] | None = None) -> Views:
-    """Compute on Ray (or read from the cache under ``cache_dir/views``) every L1/L4
+    """Compute on Ray (or read from the cache: ``Job.cache("views")``) every L1/L4
     preparation ``units`` need; ``view_endpoint()`` serves the view model, called only when a
     preparation that needs it is not cached yet. ``stop()`` true (a spent budget) keeps the
     remaining preparations from starting (``Views.not_started``)."""
@@ -108,7 +107,7 @@ def views(job: Job, units: tuple[RunUnit, ...], settings: UnitSettings, view_end
     from raydist.cluster.runner import run_preparations
 
     options = settings.view_options
-    cache = PrepCache(Path(settings.cache_dir) / "views")
+    cache = PrepCache(job.cache("views"))
     records: dict[Where, dict] = {}
     errors: dict[Where, Failure] = {}
     keys = {}

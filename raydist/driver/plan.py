@@ -69,6 +69,22 @@ class Job:
     gate: GatePlan | None = None  # None: not gated (scripted agents, or gate=false)
     keys_unknown: str = ""  # a dry run without a model's weights: why the unit keys are not a run's
     budget: Budget = Budget()  # what this launch may spend on model calls (no bound by default)
+    storage: str | None = None  # ``storage=`` (``raydist._util.storage``); None: the driver's disk only
+    output_root: Path = Path("runs")
+
+    def mirror(self, folder: Path):
+        """The ``Storage`` run directory ``folder`` (``run_dir``, the gate's ``store_dir``) is
+        mirrored to, None without ``storage`` (``raydist._util.storage.mirror_of``)."""
+        from raydist._util.storage import mirror_of
+
+        return mirror_of(self.storage, folder, self.output_root)
+
+    def cache(self, kind: str):
+        """Where the shared cache ``kind`` (``"views"``) lives: ``<storage>/_cache/<kind>``, or
+        ``<cache_dir>/<kind>`` on the driver's disk (``raydist._util.storage.cache_storage``)."""
+        from raydist._util.storage import cache_storage
+
+        return cache_storage(self.storage, self.settings.cache_dir, kind)
 
     @classmethod
     def from_config(cls, cfg: DictConfig, run_dir: str | Path) -> "Job":
@@ -166,7 +182,8 @@ def _plan(cfg: DictConfig, run_dir: Path) -> Job:
                ray=_ray_options(cfg), agent=agent, model=ServedModel(model, local if kind == "llm" else None),
                view_model=view_model, run_dir=run_dir, retry_errors=bool(cfg.resume.retry_errors), title=title,
                gate=gate, keys_unknown="; ".join(dict.fromkeys(unknown or [])),
-               budget=Budget(**_container(cfg.budget)))
+               budget=Budget(**_container(cfg.budget)),
+               storage=None if cfg.get("storage") is None else str(cfg.storage), output_root=Path(cfg.output_root))
 
 
 def _model_identity(name: str, entry: dict | None, cache_dir: Path, unknown: list[str] | None) -> str:

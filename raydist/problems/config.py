@@ -205,6 +205,11 @@ class ProblemsSettings(_Section):
     """Folder of the LLM answer cache (``<cache_dir>/problems/llm``), shared by every launch."""
     output_root: str = Field(default_factory=lambda: launch_default("output_root"))
     """Folder of the run directories (``<output_root>/problems/<benchmark>/<generator>``)."""
+    storage: str | None = Field(default_factory=lambda: launch_default("storage"))
+    """Where run directories and the answer cache are kept besides this disk: a folder or a URI
+    ``pyarrow.fs`` opens (the main job's ``storage``; ``raydist._util.storage``): the run
+    directory is mirrored to ``<storage>/problems/...`` and answers are cached in
+    ``<storage>/_cache/problems/llm``. null: the driver's disk only."""
     benchmark: dict = Field(default_factory=lambda: launch_default("benchmark"), strict=False)
     """The benchmark group (``conf/benchmark``): name, kind, dataset, source, ids, limit."""
     sandbox: dict = Field(default_factory=lambda: launch_default("sandbox"), strict=False)
@@ -223,6 +228,18 @@ class ProblemsSettings(_Section):
             check_group(info.field_name, value)
         except ConfigError as exc:
             raise _own(str(exc)) from None
+        return value
+
+    @field_validator("storage")
+    @classmethod
+    def _storage(cls, value: str | None) -> str | None:
+        from raydist._util.storage import StorageError, check_storage_uri
+
+        if value is not None:
+            try:
+                check_storage_uri(value)
+            except StorageError as exc:
+                raise _own(str(exc)) from None
         return value
 
     @field_validator("output_root")
@@ -254,7 +271,7 @@ def defaults() -> dict:
     """The problems settings with their defaults (the shared groups' from the main job's schema),
     as the plain data Hydra's ConfigStore holds."""
     return ProblemsSettings().model_dump(mode="json", include={"pipeline", *SECTIONS, *SHARED_GROUPS, "data_root",
-                                                                 "cache_dir", "output_root"})
+                                                                 "cache_dir", "output_root", "storage"})
 
 
 def register() -> None:

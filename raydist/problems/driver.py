@@ -9,6 +9,7 @@ phase skips the items it finished in an earlier launch, so the same command resu
 
 from __future__ import annotations
 
+from raydist._util.storage import mirrored
 from raydist.cluster.budget import Spending
 from raydist.problems.job import ProblemsJob
 from raydist.problems.phases import execute, generate, seeds, validate
@@ -28,23 +29,24 @@ def run_problems(job: ProblemsJob) -> dict:
     from raydist.models.admission import Admission, Budget
 
     seed_set = seeds(job)
-    check_run_dir(job.run_dir, job.run_settings())
-    image = _start(job)
-    making = job.pipeline in ("full", "generate")
     budget = Budget(**job.settings.budget.model_dump())
-    with Admission(budget, max_calls=job.ray.max_concurrency) as admission:
-        generated = generate(job, seed_set, run=making, admission=admission)
-        validated = validate(job, generated, image, run=making)
-        if job.pipeline == "evaluate" and not validated.variants:
-            print(f"note: {job.run_dir / 'variants'} holds no variants of these settings: run pipeline=generate "
-                  "(or full) first; evaluating the seed problems only", flush=True)
-        executed = execute(job, seed_set, validated, image, run=job.pipeline in ("full", "evaluate"),
-                           admission=admission)
-        spending = _spending(budget, admission, (*generated.not_started, *executed.not_started))
-    result = metrics(job, seed_set, generated, validated, executed)
-    report(job, seed_set, validated, result)
-    spending.write(job.run_dir)
-    _append_spending(job.run_dir / "summary.md", spending)
+    with mirrored(job.mirror(), job.run_dir):
+        check_run_dir(job.run_dir, job.run_settings())
+        image = _start(job)
+        making = job.pipeline in ("full", "generate")
+        with Admission(budget, max_calls=job.ray.max_concurrency) as admission:
+            generated = generate(job, seed_set, run=making, admission=admission)
+            validated = validate(job, generated, image, run=making)
+            if job.pipeline == "evaluate" and not validated.variants:
+                print(f"note: {job.run_dir / 'variants'} holds no variants of these settings: run pipeline=generate "
+                      "(or full) first; evaluating the seed problems only", flush=True)
+            executed = execute(job, seed_set, validated, image, run=job.pipeline in ("full", "evaluate"),
+                               admission=admission)
+            spending = _spending(budget, admission, (*generated.not_started, *executed.not_started))
+        result = metrics(job, seed_set, generated, validated, executed)
+        report(job, seed_set, validated, result)
+        spending.write(job.run_dir)
+        _append_spending(job.run_dir / "summary.md", spending)
     return {**result.numbers, "not_started": len(spending.not_started), "spent": spending.totals}
 
 

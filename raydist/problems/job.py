@@ -20,14 +20,35 @@ class ProblemsJob:
     Attributes:
         settings: the checked settings (``raydist.problems.config``).
         run_dir: where the records and tables go (one per benchmark, generator and sweep job).
-        cache_dir: ``<cache_dir>/problems``: the LLM answer cache lives in its ``llm`` folder.
+        cache_dir: ``<cache_dir>/problems``: the LLM answer cache lives in its ``llm`` folder,
+            unless ``storage`` is set.
         ids: the seed problems selected by id, None for the first ``benchmark.limit``.
+        storage: the checked ``storage=`` URI (``raydist._util.storage.open_storage``), None for
+            the driver's disk: the run directory is mirrored to ``<storage>/<run dir below
+            output_root>`` and the answer cache is ``<storage>/_cache/problems/llm``.
     """
 
     settings: ProblemsSettings
     run_dir: Path
     cache_dir: Path
     ids: tuple | None = None
+    storage: str | None = None
+
+    def answers(self):
+        """The LLM answer cache (``raydist._util.storage.JsonCache``): ``<cache_dir>/problems/llm``
+        on the driver's disk, or ``<storage>/_cache/problems/llm``."""
+        from raydist._util.storage import CACHE_FOLDER, JsonCache, Storage
+
+        if self.storage:
+            return JsonCache(Storage(self.storage).child(f"{CACHE_FOLDER}/problems/llm"))
+        return JsonCache(self.cache_dir / "llm")
+
+    def mirror(self):
+        """The ``Storage`` the run directory is mirrored to, None without ``storage``. Raises
+        ``ValueError`` when the run directory is not below ``output_root``."""
+        from raydist._util.storage import mirror_of
+
+        return mirror_of(self.storage, self.run_dir, self.settings.output_root)
 
     @property
     def pipeline(self) -> str:

@@ -43,6 +43,7 @@ def job_from_config(cfg: DictConfig, run_dir: str):
     """Resolve and check ``cfg``; returns a ``ProblemsJob``. Raises ProblemsError."""
     from pathlib import Path
 
+    from raydist._util.storage import StorageError
     from raydist.problems.job import ProblemsJob
 
     bench = cfg.benchmark
@@ -65,7 +66,26 @@ def job_from_config(cfg: DictConfig, run_dir: str):
         cache.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ProblemsError(f"cache_dir={settings.cache_dir!r} is not a writable folder ({exc})") from exc
-    return ProblemsJob(settings=settings, run_dir=Path(run_dir), cache_dir=cache, ids=ids)
+    job = ProblemsJob(settings=settings, run_dir=Path(run_dir), cache_dir=cache, ids=ids,
+                      storage=_storage(settings.storage))
+    try:
+        job.mirror()
+    except StorageError as exc:
+        raise ProblemsError(str(exc)) from None
+    return job
+
+
+def _storage(uri: str | None) -> str | None:
+    """``storage=`` opened and proven writable (``raydist._util.storage.open_storage``), as its
+    checked URI; None when not set. Raises ProblemsError naming the setting."""
+    from raydist._util.storage import StorageError, open_storage
+
+    if uri is None:
+        return None
+    try:
+        return open_storage(uri).uri
+    except StorageError as exc:
+        raise ProblemsError(str(exc)) from None
 
 
 def _benchmark(bench: dict) -> tuple | None:

@@ -3,21 +3,22 @@ wrapped so that every call is cached on disk and recorded.
 
 Generating a benchmark costs many calls to a large model (§6 names the cost as a limitation),
 so an answer is stored under the hash of everything that determines it and a repeated request
-is answered from disk. Every call, answered, cached or failed, is appended to ``calls``; a
-failed call raises :class:`LLMCallFailed` after it is recorded, so the caller can record the
+is answered from the cache: a folder (``<cache_dir>/problems/llm`` on the driver, or
+``<storage>/_cache/problems/llm``) that Ray tasks reach through the driver-side
+``raydist.cluster.cache_host.HostedCache``, so an answer given on one node is found on every
+other. Every call, answered, cached or failed, is appended to ``calls``; a failed call raises :class:`LLMCallFailed` after it is recorded, so the caller can record the
 failed variant instead of dropping it.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any, Protocol
 
-from raydist._util.files import atomic_write_json
 from raydist._util.hashing import stable_hash
 from raydist._util.protocols import Complete
+from raydist._util.storage import JsonCache
 from raydist.models.completion import EmptyCompletion
 
 __all__ = ["LLM", "Complete", "LLMCallFailed", "RecordedLLM"]
@@ -55,8 +56,11 @@ class RecordedLLM:
     Args:
         complete: the model access; its failures become :class:`LLMCallFailed`.
         model: the generator model's name; part of every request hash.
-        cache_dir: folder of the cached answers, one ``<request hash>.json`` per request
-            (created when missing).
+        cache_dir: folder of the cached answers on this machine, one ``<request hash>.json``
+            per request (created when missing); or
+        cache: the cache itself: anything with ``get(key) -> dict | None`` and
+            ``put(key, dict)`` over such files (``raydist._util.storage.JsonCache``,
+            ``raydist.cluster.cache_host.HostedCache``). Give one of the two.
         log: list to append the call records to (shared between several wrappers); a new
             list when None. It is also ``self.calls``.
 
@@ -67,11 +71,17 @@ class RecordedLLM:
             no ``.usage``) and ``seconds`` (wall time of the call).
     """
 
-    def __init__(self, complete: Complete, *, model: str, cache_dir: str | Path, log: list | None = None):
+    def __init__(self, complete: Complete, *, model: str, cache_dir: str | Path | None = None, cache=None,
+                 log: list | None = None):
+        if (cache is None) == (cache_dir is None):
+            raise TypeError("RecordedLLM: give cache_dir or cache, not both or neither")
         self.complete = complete
         self.model = model
-        self.cache_dir = Path(cache_dir)
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        self.cache_dir = None if cache_dir is None else Path(cache_dir)
+        if self.cache_dir is not None:
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+            cache = JsonCache(self.cache_dir)
+        self.cache = cache
         self.calls: list[dict] = log if log is not None else []
 
     def request(self, role: str, messages: list[dict], *, seed: int, max_tokens: int,
@@ -95,8 +105,7 @@ class RecordedLLM:
         record = {"role": role, "problem_id": problem_id, "request_hash": key, "cached": False, "ok": True,
                   "error": None, "input_tokens": None, "output_tokens": None, "seconds": 0.0}
         started = time.monotonic()
-        path = self.cache_dir / f"{key}.json"
-        answer = _read_cached(path, request)
+        answer = _cached_answer(self.cache.get(key), request)
         if answer is not None:
             self.calls.append(record | {"cached": True, "input_tokens": 0, "output_tokens": 0,
                                         "seconds": time.monotonic() - started})
@@ -114,7 +123,7 @@ class RecordedLLM:
             raise LLMCallFailed(role, problem_id, exc) from exc
         self.calls.append(record | _spent(before, self.complete) | {"seconds": time.monotonic() - started})
         # Several generators may share a cache folder: a reader sees the whole file or none.
-        atomic_write_json(path, {"request": request, "answer": answer})
+        self.cache.put(key, {"request": request, "answer": answer})
         return answer
 
 
@@ -130,12 +139,9 @@ def _spent(before: dict | None, complete: Complete) -> dict:
     return {name: after.get(name, 0) - before.get(name, 0) for name in ("input_tokens", "output_tokens")}
 
 
-def _read_cached(path: Path, request: dict) -> str | None:
-    """The cached answer of ``request``; None when absent, unreadable or stored for another request."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+def _cached_answer(data: dict | None, request: dict) -> str | None:
+    """The cached answer of ``request`` in the stored record ``data``; None when absent,
+    unreadable or stored for another request."""
     if not isinstance(data, dict) or data.get("request") != request or not isinstance(data.get("answer"), str):
         return None
     return data["answer"]

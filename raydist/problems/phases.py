@@ -110,7 +110,7 @@ def generate(job: ProblemsJob, seed_set: Seeds, *, run: bool = True, admission=N
                     records[out["variant"]["variant_id"]] = out["variant"]
                     append_calls(job.run_dir, out["calls"])
 
-                cache = str(job.cache_dir)
+                cache = hosted_answers(job)
                 left = fan_out(generate_one, todo,
                                lambda pg: (pg[0], pool, pg[1], endpoint, gen, cache, job.requests),
                                store_variant, limit=job.ray.max_concurrency, cpus=job.ray.cpus_per_unit,
@@ -133,7 +133,7 @@ def _scenario_pool(job: ProblemsJob, endpoint) -> list[str]:
     gen, path = job.generation, job.run_dir / "scenarios.json"
     if path.exists():
         return json.loads(path.read_text())
-    llm = build_llm(endpoint, model=gen.model, temperature=float(gen.temperature), cache_dir=job.cache_dir / "llm",
+    llm = build_llm(endpoint, model=gen.model, temperature=float(gen.temperature), cache=job.answers(),
                     requests=job.requests)
     try:
         proposed = propose_scenarios(llm, list(gen.domains), gen.scenarios, gen.seed,
@@ -205,7 +205,7 @@ def execute(job: ProblemsJob, seed_set: Seeds, validated: Validated, image: str 
                 store.put(keys[out["item_id"]], out)
                 records[keys[out["item_id"]]] = out
 
-            args = (ev, job.execution.limits(), str(job.cache_dir), job.docker_host, image, job.execution.workers,
+            args = (ev, job.execution.limits(), hosted_answers(job), job.docker_host, image, job.execution.workers,
                     job.requests)
             left = fan_out(evaluate_one, todo, lambda i: (i, endpoint, model, *args),
                            store_completion, limit=job.ray.max_concurrency, cpus=job.ray.cpus_per_unit,
@@ -215,6 +215,14 @@ def execute(job: ProblemsJob, seed_set: Seeds, validated: Validated, image: str 
     current = {k: c for k, c in sorted(records.items()) if c.get("model") in ev.models and k == completion_key(
         c["model"], c["item_id"], ev.n, float(ev.temperature), ev.max_tokens)}
     return Executed(tuple(current.values()), tuple(not_started))
+
+
+def hosted_answers(job: ProblemsJob):
+    """The job's LLM answer cache (``ProblemsJob.answers``) served to Ray tasks on any node by
+    an actor on the driver's node (``raydist.cluster.cache_host``)."""
+    from raydist.cluster.cache_host import host_cache
+
+    return host_cache(job.answers().storage)
 
 
 def _variant(record: dict) -> Variant:

@@ -6,7 +6,6 @@ return a record; nothing here reads or writes the run directory.
 from __future__ import annotations
 
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any, Callable
 
 from raydist.problems.config import Evaluation, Generation, Requests
@@ -14,10 +13,11 @@ from raydist.problems.config import Evaluation, Generation, Requests
 __all__ = ["build_llm", "canonical_check", "evaluate_one", "fan_out", "generate_one", "item_of"]
 
 
-def build_llm(endpoint, *, model: str, temperature: float, cache_dir: Path, log: list | None = None,
+def build_llm(endpoint, *, model: str, temperature: float, cache, log: list | None = None,
               requests: Requests | None = None):
     """A ``RecordedLLM`` on ``endpoint`` (``raydist.models.ModelEndpoint``): litellm with
-    retries, answers cached under ``cache_dir`` by request. A request for ``max_tokens`` may
+    retries, answers cached in ``cache`` by request (``RecordedLLM``'s ``cache``: the job's
+    ``ProblemsJob.answers()`` on the driver, its ``HostedCache`` in a task). A request for ``max_tokens`` may
     take ``timeout_base_s + max_tokens / min_tokens_per_s`` seconds (``requests``), so a
     1024-token rewrite from a slow CPU server is waited for."""
     from raydist.models.completion import litellm_complete
@@ -26,18 +26,18 @@ def build_llm(endpoint, *, model: str, temperature: float, cache_dir: Path, log:
     requests = requests or Requests()
     complete = litellm_complete(endpoint, temperature=temperature, timeout=float(requests.timeout_base_s),
                                 min_tokens_per_s=float(requests.min_tokens_per_s))
-    return RecordedLLM(complete, model=model, cache_dir=cache_dir, log=log)
+    return RecordedLLM(complete, model=model, cache=cache, log=log)
 
 
-def generate_one(problem, scenario_pool: list[str], seed: int, endpoint, gen: Generation, cache_dir: str,
+def generate_one(problem, scenario_pool: list[str], seed: int, endpoint, gen: Generation, cache,
                  requests: Requests | None = None) -> dict:
     """One variant record (``Variant`` as a dict plus its LLM ``calls``) for ``problem`` and
-    generation seed ``seed``: contexts, rewrite and the validator's verdicts (§3.2)."""
+    generation seed ``seed``: contexts, rewrite and the validator's verdicts (§3.2). ``cache``
+    holds the answers (``raydist.cluster.cache_host.HostedCache`` in a Ray task)."""
     from raydist.problems.agents import load_dyc_prompts
     from raydist.problems.generate import generate_variant
 
-    llm = build_llm(endpoint, model=gen.model, temperature=float(gen.temperature),
-                    cache_dir=Path(cache_dir) / "llm", requests=requests)
+    llm = build_llm(endpoint, model=gen.model, temperature=float(gen.temperature), cache=cache, requests=requests)
     variant = generate_variant(llm, problem, scenario_pool, seed, load_dyc_prompts(gen.prompts_dir))
     data = asdict(variant)
     data["tests"] = list(data["tests"])
@@ -66,7 +66,7 @@ def canonical_check(variants: list, docker_host, image: str, limits: dict, worke
         return [r.passed for r in runner.run_many(programs)]
 
 
-def evaluate_one(item, endpoint, model: str, ev: Evaluation, limits: dict, cache_dir: str, docker_host, image: str,
+def evaluate_one(item, endpoint, model: str, ev: Evaluation, limits: dict, cache, docker_host, image: str,
                  workers: int = 1, requests: Requests | None = None) -> dict:
     """n completions of ``item`` by ``model``, each scored in the sandbox: a record with one
     entry per sample (``passed``, ``status``, ``seconds``, ``solution``) and the LLM calls; a
@@ -76,8 +76,7 @@ def evaluate_one(item, endpoint, model: str, ev: Evaluation, limits: dict, cache
     from raydist.problems.llm import LLMCallFailed
     from raydist.sandbox import connect
 
-    llm = build_llm(endpoint, model=model, temperature=float(ev.temperature), cache_dir=Path(cache_dir) / "llm",
-                    requests=requests)
+    llm = build_llm(endpoint, model=model, temperature=float(ev.temperature), cache=cache, requests=requests)
 
     def complete(messages, *, seed, max_tokens, grammar=None):
         return llm("solve", messages, seed=seed, max_tokens=max_tokens, grammar=grammar, problem_id=item.item_id)

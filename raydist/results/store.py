@@ -37,11 +37,14 @@ class ResultStore:
     ``run_dir`` layout: ``rows/<key>.parquet`` (one per finished unit), ``steps/<key>.parquet``
     (its executed commands, when it ran any), ``trajectories/`` and ``grading/`` (the units'
     files, ``FILE_FOLDERS``), ``runs.parquet``, ``steps.parquet``, ``preds.jsonl``,
-    ``summary.md``.
+    ``summary.md``. ``mirror`` (a ``raydist._util.storage.Storage``, the run directory's place
+    under ``storage=``): each row's files are copied there once written (``write_row``); the
+    rest is the launch's to copy (``raydist._util.storage.mirrored``).
     """
 
-    def __init__(self, run_dir: str | Path):
+    def __init__(self, run_dir: str | Path, mirror=None):
         self.run_dir = Path(run_dir)
+        self.mirror = mirror
         self.rows_dir = self.run_dir / "rows"
         self.steps_dir = self.run_dir / "steps"
         self.trajectories_dir = self.run_dir / "trajectories"
@@ -102,8 +105,10 @@ class ResultStore:
         steps file; a row without step records removes a steps file left by an earlier
         attempt of the unit, so the steps on disk are always the row's own.
 
-        Raises ``OSError`` (e.g. ENOSPC for a full disk) with the path in the message; the
-        rows already written are untouched. Raises ``KeyError`` naming a missing field or a key
+        With a ``mirror``, the unit's files, steps and row are then copied there, in that order.
+
+        Raises ``OSError`` (e.g. ENOSPC for a full disk, a storage that cannot be written) with
+        the path in the message; the rows already written are untouched. Raises ``KeyError`` naming a missing field or a key
         that is no column of the row (``normalise_row``), ``ValueError`` naming a key of a step
         record that is no column of ``steps.parquet`` or a required one it lacks
         (``table_from_rows``), ``ValueError`` naming a file path outside ``FILE_FOLDERS``;
@@ -124,7 +129,20 @@ class ResultStore:
             _durable_write(steps_table, self.steps_path(row["key"]), "steps")
         else:
             self.steps_path(row["key"]).unlink(missing_ok=True)
-        return _durable_write(table, self.row_path(row["key"]), "result row")
+        written = _durable_write(table, self.row_path(row["key"]), "result row")
+        if self.mirror is not None:
+            self._copy_to_mirror(row["key"], files)
+        return written
+
+    def _copy_to_mirror(self, key: str, files) -> None:
+        """Copy unit ``key``'s files (steps before row, as on disk) to ``self.mirror``; a steps
+        file of an earlier attempt is removed there as here. Raises ``OSError`` naming the file."""
+        from raydist._util.storage import push
+
+        steps = self.steps_path(key)
+        if not steps.exists():
+            self.mirror.delete(steps.relative_to(self.run_dir).as_posix())
+        push(self.run_dir, self.mirror, [*files, *([steps] if steps.exists() else []), self.row_path(key)])
 
     def _file_path(self, name: str) -> Path:
         """Where the unit file ``<folder>/<name>`` goes; ``ValueError`` unless the folder is one
