@@ -16,7 +16,7 @@ class AgentSettings:
 
     The defaults suit the embedded 270M model on a 2-core machine (the default main job runs
     in minutes); for a capable hosted model raise the limits, e.g. agents.miniswe.step_limit=100.
-    ``raydist.driver.config.default_agents`` writes the fields an agent kind uses into its
+    ``default_agents`` writes the fields an agent kind uses into its
     ``agents`` entry, and the unit key hashes that entry as JSON: 600 and 600.0 hash apart, so
     a whole-number default stays written as a whole number.
     """
@@ -79,3 +79,27 @@ def load_prompts(prompts_dir: str | Path) -> Prompts:
         jinja2.TemplateSyntaxError: a template does not parse.
     """
     return Prompts(**read_templates(prompts_dir, {name: name for name in PROMPT_FILES}, "agent"))
+
+
+AGENT_KINDS = ("llm", "oracle", "null")
+
+#: The ``AgentSettings`` fields an agent entry of each kind writes out. The unit key hashes the
+#: entry as composed (``raydist.cluster.plan.unit_config_hash``), so these names (not their
+#: values, which are ``AgentSettings``' defaults) decide the keys of the default agents.
+ENTRY_FIELDS = {
+    "llm": ("step_limit", "cost_limit", "wall_time_limit_s", "command_timeout_s", "output_limit_chars",
+            "temperature", "max_tokens", "grammar", "prompts_dir"),
+    "oracle": ("command_timeout_s",),
+    "null": ("command_timeout_s",),
+}
+
+#: The agents every launch knows, by name: their kind.
+DEFAULT_AGENTS = {"miniswe": "llm", "oracle": "oracle", "null": "null"}
+
+
+def default_agents() -> dict:
+    """``agents`` of the schema: each of ``DEFAULT_AGENTS`` as ``kind`` plus the
+    ``ENTRY_FIELDS`` of its kind at ``AgentSettings``' defaults."""
+    settings = AgentSettings()
+    return {name: {"kind": kind, **{f: getattr(settings, f) for f in ENTRY_FIELDS[kind]}}
+            for name, kind in DEFAULT_AGENTS.items()}

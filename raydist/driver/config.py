@@ -22,6 +22,7 @@ from typing import Any, Dict, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from raydist.agents.settings import AGENT_KINDS, default_agents
 from raydist.cluster.plan import KEYLESS_AGENT_SETTINGS
 from raydist.cluster.runner import RayOptions
 from raydist.outcomes import RetryPolicy
@@ -29,32 +30,6 @@ from raydist.sandbox.container import Limits
 from raydist.views.base import TIMING_OPTIONS, ViewOptions
 
 _VIEW, _LIMITS, _RAY, _RETRY = ViewOptions(), Limits(), RayOptions(), RetryPolicy()
-
-AGENT_KINDS = ("llm", "oracle", "null")
-
-#: The ``AgentSettings`` fields an agent entry of each kind writes out. The unit key hashes the
-#: entry as composed (``raydist.cluster.plan.unit_config_hash``), so these names (not their
-#: values, which are ``AgentSettings``' defaults) decide the keys of the default agents.
-ENTRY_FIELDS = {
-    "llm": ("step_limit", "cost_limit", "wall_time_limit_s", "command_timeout_s", "output_limit_chars",
-            "temperature", "max_tokens", "grammar", "prompts_dir"),
-    "oracle": ("command_timeout_s",),
-    "null": ("command_timeout_s",),
-}
-
-#: The agents every launch knows, by name: their kind.
-DEFAULT_AGENTS = {"miniswe": "llm", "oracle": "oracle", "null": "null"}
-
-
-def default_agents() -> dict:
-    """``agents`` of the schema: each of ``DEFAULT_AGENTS`` as ``kind`` plus the
-    ``ENTRY_FIELDS`` of its kind at ``AgentSettings``' defaults."""
-    from raydist.agents.settings import AgentSettings
-
-    settings = AgentSettings()
-    return {name: {"kind": kind, **{f: getattr(settings, f) for f in ENTRY_FIELDS[kind]}}
-            for name, kind in DEFAULT_AGENTS.items()}
-
 
 class ConfigError(ValueError):
     """A setting that is not allowed; the message names the key and what it accepts."""
