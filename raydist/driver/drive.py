@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import signal
 import sys
+from collections.abc import Callable
 
 from raydist.cluster.gate import GateResult
 from raydist.cluster.runner import raise_interrupt
@@ -20,7 +21,7 @@ from raydist.driver.plan import Job, JobError
 from raydist.outcomes import InfrastructureError
 
 
-def run_job(job: Job) -> int:
+def run_job(job: Job, *, execute: Callable[..., dict] | None = None) -> int:
     """Run the units of ``job`` that are not finished yet, then write ``runs.parquet``,
     ``steps.parquet``, ``preds.jsonl`` and ``summary.md`` in ``job.run_dir``, print the
     summary and return the exit status (``raydist.driver.report.exit_status``: 0, 1 or 130).
@@ -30,17 +31,20 @@ def run_job(job: Job) -> int:
     Ctrl-C stop scheduling; rows already written stay and the tables are compiled from them.
     Raises ``InfrastructureError`` (one line: what failed, what to do) for Docker that cannot
     be reached, a missing base image, a full disk and a model server that does not start;
-    ``JobError`` for a setting the cluster cannot satisfy."""
+    ``JobError`` for a setting the cluster cannot satisfy.
+
+    ``execute`` is what each unit's Ray task runs (``raydist.cluster.runner.run_units``;
+    None: ``raydist.cluster.unit.execute_unit``, the sandboxed agent and grading)."""
     from raydist.results import RunDirBusy, run_dir_lock
 
     try:
         with run_dir_lock(job.run_dir):
-            return _run_locked(job)
+            return _run_locked(job, execute)
     except RunDirBusy as exc:
         raise JobError(str(exc)) from exc
 
 
-def _run_locked(job: Job) -> int:
+def _run_locked(job: Job, execute: Callable[..., dict] | None) -> int:
     from raydist._util.files import atomic_write_text
     from raydist.results import ResultStore
 
@@ -54,7 +58,7 @@ def _run_locked(job: Job) -> int:
     if todo.units:
         signal.signal(signal.SIGTERM, raise_interrupt)
         try:
-            verdict, ran = _execute(job, todo, base_image, store, gate_store)
+            verdict, ran = _execute(job, todo, base_image, store, gate_store, execute)
         except OSError as exc:
             raise _disk_failure(exc) from exc
         except KeyboardInterrupt:
@@ -71,8 +75,8 @@ def _run_locked(job: Job) -> int:
     return exit_status(table, interrupted=interrupted)
 
 
-def _execute(job: Job, todo: phases.Pending, base_image: str, store,
-             gate_store) -> tuple[GateResult | None, phases.Ran | None]:
+def _execute(job: Job, todo: phases.Pending, base_image: str, store, gate_store,
+             execute: Callable[..., dict] | None) -> tuple[GateResult | None, phases.Ran | None]:
     """images -> views -> gate -> units on Ray; returns the gate's verdict (None: not gated)
     and what the units phase ran (None: no unit was runnable)."""
     from raydist.cluster.progress import UnitProgress
@@ -81,7 +85,9 @@ def _execute(job: Job, todo: phases.Pending, base_image: str, store,
     from raydist.models.server import ModelServerError
     from raydist.results.sink import RowSink
 
-    init_ray(job.ray)
+    dashboard = init_ray(job.ray)
+    if dashboard:
+        print(f"Ray dashboard: {dashboard} (units' tasks are named <instance_id>/<level>/s<seed>/<key>)", flush=True)
     interrupt_on_signals()  # also while it waits on Ray for a preparation or a unit
     _check_capacity(job)
     built = phases.images(job, (*todo.units, *todo.gate_units), base_image)
@@ -109,7 +115,7 @@ def _execute(job: Job, todo: phases.Pending, base_image: str, store,
                 progress = UnitProgress(total=len(job.units), already_done=already + sum(sink.counts.values()),
                                         errors=sum(sink.counts.values()))
                 try:
-                    ran = phases.units(job, ready, built.settings, endpoint, sink, progress)
+                    ran = phases.units(job, ready, built.settings, endpoint, sink, progress, execute=execute)
                 finally:
                     progress.close()
     except ModelServerError as exc:

@@ -196,9 +196,11 @@ class Ran:
     outcomes: Mapping[str, int]
 
 
-def units(job: Job, ready: Runnable, settings: UnitSettings, endpoint, sink: RowSink, progress=None) -> Ran:
-    """Run ``ready`` on Ray (``raydist.cluster.runner.run_units``), every row into ``sink``;
-    returns what ran."""
+def units(job: Job, ready: Runnable, settings: UnitSettings, endpoint, sink: RowSink, progress=None, *,
+          execute: Callable[..., dict] | None = None) -> Ran:
+    """Run ``ready`` on Ray (``raydist.cluster.runner.run_units``; ``execute``: what each task
+    runs, None for ``raydist.cluster.unit.execute_unit``), every row into ``sink``; returns
+    what ran."""
     from raydist.cluster.runner import run_units
 
     last: dict[str, str] = {}
@@ -207,7 +209,8 @@ def units(job: Job, ready: Runnable, settings: UnitSettings, endpoint, sink: Row
         sink.write(row)
         last[row["key"]] = row["outcome"]
 
-    run_units(ready.units, job.instances, settings, endpoint, job.ray, write, progress, prepared=ready.prepared)
+    run_units(ready.units, job.instances, settings, endpoint, job.ray, write, progress, prepared=ready.prepared,
+              **({} if execute is None else {"execute": execute}))
     counts: dict[str, int] = {}
     for outcome in last.values():
         counts[outcome] = counts.get(outcome, 0) + 1
