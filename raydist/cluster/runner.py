@@ -274,9 +274,9 @@ def build_images(recipes: dict, settings: UnitSettings, options: RayOptions) -> 
     record that error instead of each retrying the build."""
     import ray
 
-    build = _remote_image().options(**options.sandbox(options.image_build_cpus))
-    refs = {key: build.options(name=f"image {key}").remote(r, settings.docker_host, settings.base_image,
-                                                           settings.cache_dir)
+    build, resources = _remote_image(), options.sandbox(options.image_build_cpus)
+    refs = {key: build.options(**resources, name=f"image {key}").remote(r, settings.docker_host, settings.base_image,
+                                                                        settings.cache_dir)
             for key, r in recipes.items()}
     failed = {}
     for key, ref in refs.items():
