@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import cheap_sweep
 
 cheap_sweep.ship_by_value()
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray's workers cannot import tests/
 
 FAST = ("cluster.max_concurrency=6", "cluster.cpus_per_unit=0.25")
 
