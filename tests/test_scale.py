@@ -150,3 +150,23 @@ def test_each_units_ray_task_is_named_after_the_unit_in_the_dashboards_task_list
         ray.shutdown()
     first = units[0]
     assert unit_task_name(first) == f"{first.instance_id}/L0/s0/{first.key}"
+
+
+def test_compile_takes_a_row_of_an_older_schema_with_nulls_and_refuses_one_with_an_unknown_column(tmp_path):
+    import pyarrow as pa
+
+    from raydist.results.schema import RUNS_SCHEMA
+
+    old, new = RunUnit("a-1", "h", "-", "null", "L0", 0, "c"), RunUnit("a-2", "h", "-", "null", "L0", 0, "c")
+    store = ResultStore(tmp_path)
+    base = {"key": old.key, "instance_id": "a-1", "model": "-", "agent": "null", "level": "L0", "seed": 0,
+            "config_hash": "c", "resolved": False, "outcome": "unresolved"}
+    pq.write_table(pa.Table.from_pylist([base]), store.row_path(old.key))  # only the columns of its day
+    [row] = store.compile([old.key]).to_pylist()
+    assert row == {**dict.fromkeys(RUNS_SCHEMA.names), **base}
+    pq.write_table(pa.Table.from_pylist([{**base, "key": new.key, "gold_apply_methd": "git"}]),
+                   store.row_path(new.key))
+    with pytest.raises(ValueError) as refused:
+        store.compile([old.key, new.key])
+    assert str(refused.value) == (f"runs.parquet row of unit {new.key} has column(s) 'gold_apply_methd', which are "
+                                  f"no columns of the schema; the columns are {', '.join(RUNS_SCHEMA.names)}")
