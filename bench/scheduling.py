@@ -76,11 +76,13 @@ def overhead(args) -> list[str]:
     import ray
 
     n, c, pause = args.units, args.concurrency, args.pause
-    ray.init(address="local", num_cpus=2, resources={"sandbox": c}, include_dashboard=False, log_to_driver=False)
+    # One logical CPU per slot: Ray keeps about one idle worker per CPU, so fractional CPUs per
+    # unit (more units than CPUs) make it kill and start workers between units (see the notes).
+    ray.init(address="local", num_cpus=c, resources={"sandbox": c}, include_dashboard=False, log_to_driver=False)
     try:
         cheap_sweep.ship_by_value()
         units, instances = units_of(n, pause)
-        cpus = 2 / c
+        cpus = 1
         ray_wall(units[:c * 2], instances, c, cpus)  # warm-up: start the workers
         ideal = math.ceil(n / c) * pause
         walls = {"thread pool": min(pool_wall(units, instances, c) for _ in range(args.repeat)),
