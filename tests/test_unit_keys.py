@@ -84,6 +84,7 @@ KEYLESS_SETTINGS = [
     "cluster.cpus_per_unit=1.0",
     "cluster.sandbox_resource=docker_slot",
     "cluster.sandbox_per_unit=2",
+    "cluster.dashboard=true",
     "output_root=/tmp/elsewhere",
     "+agents.miniswe.request_timeout_s=30",
     "+agents.miniswe.model_retries=5",

@@ -12,6 +12,7 @@ stale row is never mistaken for a result of the new configuration.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from typing import Iterable, Mapping, Sequence
 
 from raydist._util.hashing import stable_hash
@@ -32,9 +33,10 @@ class RunUnit:
     seed: int
     config_hash: str
 
-    @property
+    @cached_property
     def key(self) -> str:
-        """24 hex chars identifying this unit across launches (stable under re-runs)."""
+        """24 hex chars identifying this unit across launches (stable under re-runs). Computed
+        once per object (a sweep asks for it several times per unit in every phase)."""
         return stable_hash(asdict(self), 24)
 
 

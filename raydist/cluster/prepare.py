@@ -86,12 +86,14 @@ def with_preparation(units: Iterable, options: ViewOptions, model_identity: str)
 
     from raydist.views import levels_needing
 
+    marks: dict[str, list[str]] = {}  # per level: the prompt files are read once, not once per unit
     out = []
     for unit in units:
-        kinds = sorted(levels_needing(unit.level))
-        if kinds:
-            marks = [task_key(PrepTask("*", 0, kind), _NoInstance, options, model_identity) for kind in kinds]
-            unit = replace(unit, config_hash=stable_hash([unit.config_hash, *marks]))
+        if unit.level not in marks:
+            marks[unit.level] = [task_key(PrepTask("*", 0, kind), _NoInstance, options, model_identity)
+                                 for kind in sorted(levels_needing(unit.level))]
+        if marks[unit.level]:
+            unit = replace(unit, config_hash=stable_hash([unit.config_hash, *marks[unit.level]]))
         out.append(unit)
     return out
 

@@ -1,4 +1,10 @@
-"""A progress bar of units: done / running / resolved / errors (tqdm, to stderr)."""
+"""A progress bar of units across the cluster: done of planned, running, failed, resolved, and
+the rate and ETA of this launch (tqdm, to stderr).
+
+Counts are kept as the rows arrive (constant work per row, never a pass over all rows), and
+the bar is redrawn at most every ``mininterval`` seconds, so a sweep of 10,000 fast units
+does not spend its time drawing.
+"""
 
 from __future__ import annotations
 
@@ -9,29 +15,44 @@ from raydist.outcomes import ERRORS, RESOLVED
 
 class UnitProgress:
     """Counts units as their last row arrives; ``failed`` counts rows whose ``outcome`` is an
-    error (``raydist.outcomes.ERRORS``: input, infrastructure, bug), ``resolved`` the resolved."""
+    error (``raydist.outcomes.ERRORS``: input, infrastructure, bug), ``resolved`` the resolved,
+    ``running`` the Ray tasks in flight (``running(n)``, from the scheduler). tqdm's rate and
+    ETA count only this launch's units (those ``already_done`` are its ``initial``)."""
 
-    def __init__(self, total: int, already_done: int = 0, desc: str = "units", errors: int = 0):
-        """``already_done`` units count as done, ``errors`` of them as errors."""
+    def __init__(self, total: int, already_done: int = 0, desc: str = "units", errors: int = 0,
+                 mininterval: float = 0.5, file=None):
+        """``already_done`` units count as done, ``errors`` of them as failed; ``file``: the
+        stream (default stderr)."""
         self.failed = errors
         self.resolved = 0
         self._running = 0
-        self.bar = tqdm(total=total, initial=already_done, desc=desc, unit="unit", dynamic_ncols=True)
-        self._refresh()
+        self.bar = tqdm(total=total, initial=already_done, desc=desc, unit="unit", dynamic_ncols=True,
+                        mininterval=mininterval, file=file)
+        self._refresh(force=True)
+
+    @property
+    def done(self) -> int:
+        """Units with their last row (this launch's and those done before)."""
+        return int(self.bar.n)
 
     def running(self, n: int) -> None:
-        self._running = n
-        self._refresh()
+        """``n`` units are in flight now."""
+        if n != self._running:
+            self._running = n
+            self._refresh()
 
     def finished(self, row: dict) -> None:
+        """The last row of a unit arrived (an error to be retried is not its last)."""
         self.failed += 1 if row.get("outcome") in ERRORS else 0
         self.resolved += 1 if row.get("outcome") == RESOLVED else 0
         self._running = max(0, self._running - 1)
-        self.bar.update(1)
         self._refresh()
+        self.bar.update(1)  # draws when mininterval has passed since the last drawing
 
-    def _refresh(self) -> None:
-        self.bar.set_postfix(running=self._running, errors=self.failed, resolved=self.resolved, refresh=True)
+    def _refresh(self, force: bool = False) -> None:
+        self.bar.set_postfix(running=self._running, failed=self.failed, resolved=self.resolved, refresh=force)
 
     def close(self) -> None:
+        """Draw the final counts and release the line."""
+        self._refresh(force=True)
         self.bar.close()

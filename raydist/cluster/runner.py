@@ -8,6 +8,7 @@ loses at most the units in flight, which the next launch runs again.
 
 from __future__ import annotations
 
+import heapq
 import os
 import time
 from dataclasses import dataclass, field
@@ -30,6 +31,8 @@ class RayOptions:
     ``sandbox_resource``/``sandbox_per_unit``: the custom Ray resource of a node that runs
     Docker work (``launch/ray_start.sh`` advertises one per CPU) and how much of it each unit,
     image build and view preparation holds (0: ask for none).
+    ``dashboard``: a local Ray also starts its dashboard, on 127.0.0.1 only, where the
+    units' tasks show under their names (``unit_task_name``; also ``ray list tasks``).
     ``retry``: how a unit that ended in an infrastructure error runs again in this launch."""
 
     address: str | None = None
@@ -38,6 +41,7 @@ class RayOptions:
     image_build_cpus: float = 1.0
     sandbox_resource: str = "sandbox"
     sandbox_per_unit: float = 1.0
+    dashboard: bool = False
     retry: RetryPolicy = field(default_factory=RetryPolicy)
 
     def __post_init__(self) -> None:
@@ -63,23 +67,28 @@ class ClusterTooSmall(RuntimeError):
     """No live node of the connected Ray cluster offers what one unit asks for."""
 
 
-def init_ray(options: RayOptions) -> None:
+def init_ray(options: RayOptions) -> str | None:
     """Start or join Ray once per process: join ``options.address`` when it is set, else start
     a new local instance (``address="local"``), never a cluster that happens to run on this
     machine (a ``ray start --head`` or another program's cluster, which a bare ``ray.init()``
-    would join). A local instance binds 127.0.0.1 and has no dashboard: on a laptop or CI
-    machine nothing listens beyond loopback."""
+    would join). A local instance binds 127.0.0.1 and has no dashboard unless
+    ``options.dashboard`` (then on 127.0.0.1, on 8265 or the next free port): on a laptop or CI
+    machine nothing listens beyond loopback. Returns the dashboard's URL, or None when
+    there is none (or Ray was already initialised)."""
     import ray
 
     if ray.is_initialized():
-        return
+        return None
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     if options.address:
-        ray.init(address=options.address, log_to_driver=False)
+        context = ray.init(address=options.address, log_to_driver=False)
     else:
         # As launch/ray_start.sh does on a CPU node: one sandbox slot per CPU.
-        ray.init(address="local", include_dashboard=False, log_to_driver=False, configure_logging=False,
-                 resources={options.sandbox_resource: _local_cpus()})
+        context = ray.init(address="local", include_dashboard=bool(options.dashboard), dashboard_host="127.0.0.1",
+                           log_to_driver=False, configure_logging=False,
+                           resources={options.sandbox_resource: _local_cpus()})
+    url = getattr(context, "dashboard_url", None)
+    return f"http://{url}" if url else None
 
 
 def _local_cpus() -> int:
@@ -164,7 +173,8 @@ def _remote_prepare():
 def run_bounded(remote, items: Sequence, args_of: Callable[[object], tuple], limit: int,
                 on_result: Callable[[object, object, str | None], float | None],
                 on_running: Callable[[int], None] | None = None,
-                stop: Callable[[], object] | None = None) -> list:
+                stop: Callable[[], object] | None = None,
+                options_of: Callable[[object], dict] | None = None) -> list:
     """Run ``remote.remote(*args_of(item))`` for every item of ``items`` on Ray, in order, with
     at most ``limit`` (>= 1 used) in flight: the one bounded-concurrency loop of every stage
     (agent runs, view preparation, DyCodeEval generation and evaluation).
@@ -181,12 +191,19 @@ def run_bounded(remote, items: Sequence, args_of: Callable[[object], tuple], lim
     once it returns something true, nothing more is submitted (retries waiting included) and
     the tasks in flight finish. Returns the items left, in order: never submitted, or waiting
     for a retry when it stopped ([] when every item ran to its end).
+    ``options_of(item)``: the Ray ``.options()`` of the item's task, e.g. its ``name`` (as the
+    dashboard and ``ray list tasks`` show it) and resources (None: ``remote`` as given).
+
+    Work per item is constant (at most ``limit`` references are held, each dropped once its
+    result is read), so a sweep of N items costs O(N) in the driver.
     """
     import ray
 
     pending = list(items)
     pending.reverse()
-    waiting: list[tuple[float, int, object]] = []  # (not before, order, item): re-queued items
+    # (not before, order, item): re-queued items, a heap, so that many retries waiting at once
+    # (a lost node's units) cost log(n) each, not a scan per round
+    waiting: list[tuple[float, int, object]] = []
     in_flight: dict = {}
     order = 0
     stopped = False
@@ -194,19 +211,20 @@ def run_bounded(remote, items: Sequence, args_of: Callable[[object], tuple], lim
         if stopped and not in_flight:
             break
         now = time.monotonic()
-        due = [w for w in waiting if w[0] <= now]
-        for entry in sorted(due, key=lambda w: (w[0], w[1]), reverse=True):
-            waiting.remove(entry)
-            pending.append(entry[2])  # retries go first: their slot was theirs
+        due = []
+        while waiting and waiting[0][0] <= now:
+            due.append(heapq.heappop(waiting)[2])
+        pending.extend(reversed(due))  # retries go first, earliest first: their slot was theirs
         while not stopped and pending and len(in_flight) < max(1, int(limit)):
             if stop is not None and stop():
                 stopped = True
                 break
             item = pending.pop()
-            in_flight[remote.remote(*args_of(item))] = item
+            task = remote if options_of is None else remote.options(**options_of(item))
+            in_flight[task.remote(*args_of(item))] = item
         if on_running:
             on_running(len(in_flight))
-        next_due = min((w[0] for w in waiting), default=None)
+        next_due = waiting[0][0] if waiting else None
         timeout = None if next_due is None else max(0.0, next_due - time.monotonic())
         if stopped:
             timeout = None  # nothing waits for its retry any more: only the tasks in flight
@@ -225,7 +243,7 @@ def run_bounded(remote, items: Sequence, args_of: Callable[[object], tuple], lim
                 delay = on_result(item, result, None)
             if isinstance(delay, (int, float)) and not isinstance(delay, bool):
                 order += 1
-                waiting.append((time.monotonic() + float(delay), order, item))
+                heapq.heappush(waiting, (time.monotonic() + float(delay), order, item))
     left = {id(item) for item in pending} | {id(w[2]) for w in waiting}
     return [item for item in items if id(item) in left]
 
@@ -238,7 +256,7 @@ def run_preparations(tasks: Sequence, instances: dict, options, endpoint, settin
     result at once (``failure``: None, or a ``raydist.results.sink.Failure`` classified by
     ``raydist.outcomes``, ``record`` then None; a task that died is an infrastructure error).
     ``stop``: as in ``run_bounded``; returns the tasks it kept from starting."""
-    remote = _remote_prepare().options(**ray_options.sandbox(ray_options.cpus_per_unit))
+    resources = ray_options.sandbox(ray_options.cpus_per_unit)
 
     def on_result(task, result, error):
         if error is not None:
@@ -248,8 +266,11 @@ def run_preparations(tasks: Sequence, instances: dict, options, endpoint, settin
         else:
             on_record(task, result, None)
 
-    return run_bounded(remote, tasks, lambda task: (task, instances[task.instance_id], options, endpoint, settings),
-                       ray_options.max_concurrency, on_result, stop=stop)
+    return run_bounded(_remote_prepare(), tasks,
+                       lambda task: (task, instances[task.instance_id], options, endpoint, settings),
+                       ray_options.max_concurrency, on_result, stop=stop,
+                       options_of=lambda task: {**resources, "name": f"prepare {task.kind} {task.instance_id} "
+                                                                     f"s{task.seed}"})
 
 
 def _remote_image():
@@ -273,8 +294,9 @@ def build_images(recipes: dict, settings: UnitSettings, options: RayOptions) -> 
     record that error instead of each retrying the build."""
     import ray
 
-    build = _remote_image().options(**options.sandbox(options.image_build_cpus))
-    refs = {key: build.remote(r, settings.docker_host, settings.base_image, settings.cache_dir)
+    build, resources = _remote_image(), options.sandbox(options.image_build_cpus)
+    refs = {key: build.options(**resources, name=f"image {key}").remote(r, settings.docker_host, settings.base_image,
+                                                                        settings.cache_dir)
             for key, r in recipes.items()}
     failed = {}
     for key, ref in refs.items():
@@ -313,14 +335,15 @@ def run_units(
     times in all; every attempt's row goes to ``on_row`` (the last one stays), with
     ``attempts`` counting the tries. Input errors and bugs never run again. A unit whose node
     is lost mid-run is such a task: it runs again on a node that is left (its error row of
-    that attempt names no node: the task never reported back).
+    that attempt names no node: the task never reported back). Each task is named after its
+    unit (``unit_task_name``).
 
     ``stop()`` (e.g. a spent budget, ``raydist.models.admission.Admission.spent``) is asked
     before each unit is submitted; once it says stop, no unit starts. Returns the units that
     never started (no row written: the next launch runs them); a unit waiting for its retry
     keeps the error row of its last attempt."""
     check_capacity(options)
-    remote = _remote_unit().options(**options.sandbox(options.cpus_per_unit))
+    resources = options.sandbox(options.cpus_per_unit)
     attempts: dict[str, int] = {}
 
     def finished(unit: RunUnit, row: dict | None, error: str | None) -> float | None:
@@ -338,8 +361,16 @@ def run_units(
             progress.finished(row)
         return delay
 
-    left = run_bounded(remote, units,
+    prepared = prepared or {}
+    left = run_bounded(_remote_unit(), units,
                        lambda unit: (execute, unit, instances[unit.instance_id], settings, endpoint,
-                                     (prepared or {}).get(unit.key)),
-                       options.max_concurrency, finished, progress.running if progress else None, stop=stop)
+                                     prepared.get(unit.key)),
+                       options.max_concurrency, finished, progress.running if progress else None, stop=stop,
+                       options_of=lambda unit: {**resources, "name": unit_task_name(unit)})
     return [unit for unit in left if unit.key not in attempts]
+
+
+def unit_task_name(unit: RunUnit) -> str:
+    """The Ray task name of ``unit``: ``<instance_id>/<level>/s<seed>/<key>``, the name the
+    dashboard and ``ray list tasks --filter name=...`` show it under."""
+    return f"{unit.instance_id}/{unit.level}/s{unit.seed}/{unit.key}"

@@ -126,6 +126,9 @@ class ClusterConfig:
     sandbox_per_unit: float = _RAY.sandbox_per_unit
     """How much of ``sandbox_resource`` one unit holds (0: ask for none, for a cluster that does
     not advertise it); a launch whose cluster has no node with it fails at once, naming it."""
+    dashboard: bool = _RAY.dashboard
+    """A local Ray (no ``address``) also starts Ray's dashboard, on 127.0.0.1 only: every unit's
+    task shows there, and in ``ray list tasks``, as ``<instance_id>/<level>/s<seed>/<key>``."""
 
     def __post_init__(self) -> None:
         address = self.address if isinstance(self.address, str) else ""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import signal
 import sys
+from collections.abc import Callable
 
 from raydist.cluster.budget import BUDGET_FILE, Spending
 from raydist.cluster.gate import GateResult
@@ -21,7 +22,7 @@ from raydist.driver.plan import Job, JobError
 from raydist.outcomes import InfrastructureError
 
 
-def run_job(job: Job) -> int:
+def run_job(job: Job, *, execute: Callable[..., dict] | None = None) -> int:
     """Run the units of ``job`` that are not finished yet, then write ``runs.parquet``,
     ``steps.parquet``, ``preds.jsonl`` and ``summary.md`` in ``job.run_dir``, print the
     summary and return the exit status (``raydist.driver.report.exit_status``: 0, 1, 3 or 130),
@@ -36,7 +37,10 @@ def run_job(job: Job) -> int:
     Ctrl-C stop scheduling; rows already written stay and the tables are compiled from them.
     Raises ``InfrastructureError`` (one line: what failed, what to do) for Docker that cannot
     be reached, a missing base image, a full disk and a model server that does not start;
-    ``JobError`` for a setting the cluster cannot satisfy."""
+    ``JobError`` for a setting the cluster cannot satisfy.
+
+    ``execute`` is what each unit's Ray task runs (``raydist.cluster.runner.run_units``;
+    None: ``raydist.cluster.unit.execute_unit``, the sandboxed agent and grading)."""
     from raydist._util.storage import StorageError, mirrored, open_storage
     from raydist.results import RunDirBusy, run_dir_lock
 
@@ -50,7 +54,7 @@ def run_job(job: Job) -> int:
         with run_dir_lock(job.run_dir), mirrored(mirrors[job.run_dir], job.run_dir):
             gate_dir = job.gate.store_dir if job.gate is not None else None
             with mirrored(mirrors.get(gate_dir), gate_dir or job.run_dir):
-                return _run_locked(job, mirrors)
+                return _run_locked(job, mirrors, execute)
     except RunDirBusy as exc:
         raise JobError(str(exc)) from exc
     except OSError as exc:  # the storage could not be read or written
@@ -62,7 +66,7 @@ def _run_dirs(job: Job) -> list:
     return [job.run_dir, *([job.gate.store_dir] if job.gate is not None else [])]
 
 
-def _run_locked(job: Job, mirrors: dict) -> int:
+def _run_locked(job: Job, mirrors: dict, execute: Callable[..., dict] | None) -> int:
     from raydist._util.files import atomic_write_text
     from raydist.results import ResultStore
 
@@ -76,7 +80,7 @@ def _run_locked(job: Job, mirrors: dict) -> int:
     if todo.units:
         signal.signal(signal.SIGTERM, raise_interrupt)
         try:
-            verdict, ran, spending = _execute(job, todo, base_image, store, gate_store)
+            verdict, ran, spending = _execute(job, todo, base_image, store, gate_store, execute)
         except OSError as exc:
             raise _disk_failure(exc) from exc
         except KeyboardInterrupt:
@@ -98,7 +102,8 @@ def _run_locked(job: Job, mirrors: dict) -> int:
 
 
 def _execute(job: Job, todo: phases.Pending, base_image: str, store,
-             gate_store) -> tuple[GateResult | None, phases.Ran | None, Spending]:
+             gate_store, execute: Callable[..., dict] | None) -> tuple[GateResult | None, phases.Ran | None,
+                                                                         Spending]:
     """images -> views -> gate -> units on Ray; returns the gate's verdict (None: not gated),
     what the units phase ran (None: no unit was runnable) and what the model calls spent.
     Every model call reports to the launch's ledger (``raydist.models.admission``); once
@@ -110,7 +115,9 @@ def _execute(job: Job, todo: phases.Pending, base_image: str, store,
     from raydist.models.server import ModelServerError
     from raydist.results.sink import RowSink
 
-    init_ray(job.ray)
+    dashboard = init_ray(job.ray)
+    if dashboard:
+        print(f"Ray dashboard: {dashboard} (units' tasks are named <instance_id>/<level>/s<seed>/<key>)", flush=True)
     interrupt_on_signals()  # also while it waits on Ray for a preparation or a unit
     _check_capacity(job)
     built = phases.images(job, (*todo.units, *todo.gate_units), base_image)
@@ -140,7 +147,8 @@ def _execute(job: Job, todo: phases.Pending, base_image: str, store,
                 progress = UnitProgress(total=len(job.units), already_done=already + sum(sink.counts.values()),
                                         errors=sum(sink.counts.values()))
                 try:
-                    ran = phases.units(job, ready, built.settings, endpoint, sink, progress, stop=admission.spent)
+                    ran = phases.units(job, ready, built.settings, endpoint, sink, progress, stop=admission.spent,
+                                       execute=execute)
                 finally:
                     progress.close()
             spending = _spending(job, admission, (*held, *(ran.not_started if ran else ())))

@@ -213,9 +213,10 @@ class Ran:
 
 
 def units(job: Job, ready: Runnable, settings: UnitSettings, endpoint, sink: RowSink, progress=None,
-          stop: Callable[[], object] | None = None) -> Ran:
-    """Run ``ready`` on Ray (``raydist.cluster.runner.run_units``), every row into ``sink``;
-    returns what ran. ``stop()`` true (a spent budget) keeps the remaining units from starting."""
+          stop: Callable[[], object] | None = None, *, execute: Callable[..., dict] | None = None) -> Ran:
+    """Run ``ready`` on Ray (``raydist.cluster.runner.run_units``; ``execute``: what each task
+    runs, None for ``raydist.cluster.unit.execute_unit``), every row into ``sink``; returns
+    what ran. ``stop()`` true (a spent budget) keeps the remaining units from starting."""
     from raydist.cluster.runner import run_units
 
     last: dict[str, str] = {}
@@ -225,7 +226,7 @@ def units(job: Job, ready: Runnable, settings: UnitSettings, endpoint, sink: Row
         last[row["key"]] = row["outcome"]
 
     left = run_units(ready.units, job.instances, settings, endpoint, job.ray, write, progress,
-                     prepared=ready.prepared, stop=stop)
+                     prepared=ready.prepared, stop=stop, **({} if execute is None else {"execute": execute}))
     counts: dict[str, int] = {}
     for outcome in last.values():
         counts[outcome] = counts.get(outcome, 0) + 1

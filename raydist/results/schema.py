@@ -120,6 +120,30 @@ def table_from_rows(rows: Iterable[Mapping], schema: pa.Schema, table: str) -> p
     return pa.Table.from_pylist(rows, schema=schema)
 
 
+def conform_table(table: pa.Table, schema: pa.Schema, what: str) -> pa.Table:
+    """``table`` (read back from a file) with exactly ``schema``'s columns in its order: a
+    column it lacks is null, every column cast to the schema's type. ``what`` names it in
+    errors (e.g. ``"runs.parquet row of unit <key>"``).
+
+    Raises ``ValueError`` naming ``what`` and the column for a column that is no column of
+    ``schema`` (a file of another schema: refused, not dropped), or a non-nullable column
+    that is missing or holds a null."""
+    unknown = sorted(set(table.column_names) - set(schema.names))
+    if unknown:
+        raise ValueError(f"{what} has column(s) {', '.join(map(repr, unknown))}, which are no columns of the "
+                         f"schema; the columns are {', '.join(schema.names)}")
+    columns = []
+    for field in schema:
+        if field.name in table.column_names:
+            column = table.column(field.name).cast(field.type)
+        else:
+            column = pa.nulls(table.num_rows, field.type)
+        if not field.nullable and column.null_count:
+            raise ValueError(f"{what} lacks required column {field.name!r}")
+        columns.append(column)
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
 _DEFAULTS = {"resolved": False}
 
 #: Keys a row produced by ``raydist.cluster.unit.execute_unit`` carries besides the columns:

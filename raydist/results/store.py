@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from raydist._util.files import atomic_write_parquet, atomic_write_text, temporary_beside
 from raydist.outcomes import OUTCOMES, retryable
-from raydist.results.schema import RUNS_SCHEMA, STEPS_SCHEMA, normalise_row, step_rows, table_from_rows
+from raydist.results.schema import RUNS_SCHEMA, STEPS_SCHEMA, conform_table, normalise_row, step_rows, table_from_rows
 
 
 #: Folders of the run directory that hold the units' files (``raydist.cluster.outputs``).
@@ -82,18 +82,36 @@ class ResultStore:
 
     def finished_keys(self, keys: Iterable[str], *, retry_errors: bool) -> set[str]:
         """Keys among ``keys`` that need no run: a row with an ``outcome`` exists, its steps
-        (if any) can be read and, with ``retry_errors``, its outcome is not an
-        ``infrastructure_error`` (``raydist.outcomes.retryable``). Input errors and bugs stay:
-        rerunning would fail the same way."""
+        file (if any) is a whole Parquet file (its footer reads) and, with ``retry_errors``,
+        its outcome is not an ``infrastructure_error`` (``raydist.outcomes.retryable``). Input
+        errors and bugs stay: rerunning would fail the same way.
+
+        Linear in ``keys`` and cheap per key: the folders are listed once, and of each row only
+        its ``outcome`` column is read (``read_outcome``)."""
+        rows, steps = _stems(self.rows_dir), _stems(self.steps_dir)
         done = set()
         for key in keys:
-            row = self.read_row(key)
-            if row is None or row.get("outcome") not in OUTCOMES or self.read_steps(key) is None:
+            if key not in rows:
                 continue
-            if retry_errors and retryable(row["outcome"]):
+            outcome = self.read_outcome(key)
+            if outcome not in OUTCOMES or (key in steps and not _whole_parquet(self.steps_path(key))):
+                continue
+            if retry_errors and retryable(outcome):
                 continue
             done.add(key)
         return done
+
+    def read_outcome(self, key: str) -> str | None:
+        """The ``outcome`` of unit ``key``'s stored row: None when it has no row, or one that
+        cannot be read or has no such column (the unit runs again)."""
+        try:
+            with pq.ParquetFile(self.row_path(key)) as handle:
+                table = handle.read(columns=["outcome"])
+        except _UNREADABLE:
+            return None
+        if "outcome" not in table.column_names or not table.num_rows:
+            return None
+        return table.column("outcome")[0].as_py()
 
     def write_row(self, row: Mapping) -> Path:
         """Write one unit's row durably (fsync, then atomic rename). Returns its path.
@@ -164,34 +182,91 @@ class ResultStore:
         --predictions_path ...``; it keys predictions by instance_id, so views must not share a
         file). Their ``model_name_or_path`` names the view, so harness logs do not collide.
         Returns the runs table. Raises ``ValueError`` naming the key when a stored row or step
-        has a column the schema lacks (a file of an older schema): it is refused, not dropped."""
-        rows = [r for r in (self.read_row(k) for k in keys) if r is not None]
-        table = table_from_rows(rows, RUNS_SCHEMA, "runs.parquet")
+        has a column the schema lacks (a file of an older schema): it is refused, not dropped.
+
+        Rows stay Arrow tables throughout and steps are streamed unit by unit into
+        ``steps.parquet``, so memory grows with the rows (a few KiB each), not their steps."""
+        rows_present, steps_present = _stems(self.rows_dir), _stems(self.steps_dir)
+        tables = [t for t in (self._row_table(k) for k in keys if k in rows_present) if t is not None]
+        table = pa.concat_tables(tables).combine_chunks() if tables else RUNS_SCHEMA.empty_table()
+        del tables
         atomic_write_parquet(self.run_dir / "runs.parquet", table)
-        steps = [s for r in rows for s in (self.read_steps(r["key"]) or [])]
-        atomic_write_parquet(self.run_dir / "steps.parquet", table_from_rows(steps, STEPS_SCHEMA, "steps.parquet"))
-        preds = [
-            {
-                "instance_id": r["instance_id"],
-                "model_name_or_path": r["model"] if r["model"] != "-" else r["agent"],
-                "model_patch": r["model_patch"] or "",
-                "level": r["level"],
-                "seed": r["seed"],
-                "unit": r["key"],
-            }
-            for r in rows
-        ]
-        atomic_write_text(self.run_dir / "preds.jsonl", "".join(json.dumps(p) + "\n" for p in preds))
-        per_view: dict[tuple[str, int], list[dict]] = {}
-        for p in preds:
-            per_view.setdefault((p["level"], p["seed"]), []).append(
-                {"instance_id": p["instance_id"], "model_patch": p["model_patch"],
-                 "model_name_or_path": f"{p['model_name_or_path']}__{p['level']}__s{p['seed']}"})
+        self._write_steps(k for k in table.column("key").to_pylist() if k in steps_present)
+        self._write_preds(table)
+        return table
+
+    def _row_table(self, key: str) -> pa.Table | None:
+        """The stored row of ``key`` as a one-row ``RUNS_SCHEMA`` table; None when it cannot be
+        read; ``ValueError`` for a column the schema lacks."""
+        try:
+            with pq.ParquetFile(self.row_path(key)) as handle:
+                table = handle.read()
+        except _UNREADABLE:
+            return None
+        return conform_table(table, RUNS_SCHEMA, f"runs.parquet row of unit {key}")
+
+    def _write_steps(self, keys: Iterable[str]) -> None:
+        """``steps.parquet`` from the steps files of ``keys``, in that order, one unit in memory
+        at a time."""
+        final = self.run_dir / "steps.parquet"
+        with temporary_beside(final) as (fh, tmp):
+            with pq.ParquetWriter(fh, STEPS_SCHEMA) as writer:
+                for key in keys:
+                    try:
+                        with pq.ParquetFile(self.steps_path(key)) as handle:
+                            steps = handle.read()
+                    except _UNREADABLE:
+                        steps = None  # an unreadable steps file contributes none
+                    if steps is not None and steps.num_rows:
+                        writer.write_table(conform_table(steps, STEPS_SCHEMA, f"steps.parquet rows of unit {key}"))
+            fh.flush()
+            os.replace(tmp, final)
+
+    def _write_preds(self, table: pa.Table) -> None:
+        """``preds.jsonl`` and ``preds/<level>.s<seed>.jsonl`` of the rows of ``table``."""
+        columns = ["instance_id", "model", "agent", "model_patch", "level", "seed", "key"]
+        preds: list[str] = []
+        per_view: dict[tuple[str, int], list[str]] = {}
+        for batch in table.select(columns).to_batches(max_chunksize=1024):
+            for r in batch.to_pylist():
+                name = r["model"] if r["model"] != "-" else r["agent"]
+                patch = r["model_patch"] or ""
+                preds.append(json.dumps({"instance_id": r["instance_id"], "model_name_or_path": name,
+                                         "model_patch": patch, "level": r["level"], "seed": r["seed"],
+                                         "unit": r["key"]}) + "\n")
+                per_view.setdefault((r["level"], r["seed"]), []).append(json.dumps(
+                    {"instance_id": r["instance_id"], "model_patch": patch,
+                     "model_name_or_path": f"{name}__{r['level']}__s{r['seed']}"}) + "\n")
+        atomic_write_text(self.run_dir / "preds.jsonl", "".join(preds))
         folder = self.run_dir / "preds"
         folder.mkdir(exist_ok=True)
-        for (level, seed), items in per_view.items():
-            atomic_write_text(folder / f"{level}.s{seed}.jsonl", "".join(json.dumps(p) + "\n" for p in items))
-        return table
+        for (level, seed), lines in per_view.items():
+            atomic_write_text(folder / f"{level}.s{seed}.jsonl", "".join(lines))
+
+
+def _stems(folder: Path) -> set[str]:
+    """The stems of the ``.parquet`` files in ``folder`` (one listing: which units have a file)."""
+    try:
+        with os.scandir(folder) as entries:
+            return {e.name.removesuffix(".parquet") for e in entries
+                    if e.name.endswith(".parquet") and not e.name.startswith(".")}
+    except FileNotFoundError:
+        return set()
+
+
+def _whole_parquet(path: Path) -> bool:
+    """Whether ``path`` is a Parquet file whose footer reads (a file renamed into place after an
+    fsync is whole; a damaged disk can leave one that is not)."""
+    try:
+        with pq.ParquetFile(path) as handle:
+            return handle.metadata is not None
+    except _UNREADABLE:
+        return False
+
+
+#: What reading a damaged, truncated or foreign file raises (pyarrow's errors, the OS's, a
+#: column the file lacks).
+_UNREADABLE = (OSError, pa.ArrowException, KeyError)
 
 
 def _durable_write(table: pa.Table, final: Path, what: str) -> Path:
