@@ -22,7 +22,8 @@
 #   RAYDIST_LC_SUBNET  first three octets of the hosts' /24 [10.213.7]: head .1, workers .2 .3
 #   RAYDIST_LC_DIR     state: keys, configs, each host's home and /tmp [/var/tmp/$RAYDIST_LC_NAME]
 #   RAYDIST_LC_OUTPUT  the job's output_root; must be visible to every host, so not under /tmp
-#                      [<repository>/runs/local_cluster]
+#                      [<repository>/runs/local_cluster]; a second submit there resumes (the
+#                      units that finished are not run again)
 #   RAYDIST_VENV       the virtual environment with raydist and Ray [<repository>/.venv]
 # Needs root, iproute2, util-linux's unshare, openssh-server and rsync (installed with apt on
 # first use). Every command it runs and prints is what a real cluster runs; only the
