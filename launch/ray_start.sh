@@ -7,11 +7,12 @@
 #   head:   e.g. --port=6379 --autoscaling-config=~/ray_bootstrap_config.yaml
 #   worker: e.g. --address=$RAY_HEAD_IP:6379
 # --sandbox-slots N overrides the slot count (0 = no Docker work on this node; a GPU node
-# gets 0 unless given). Run `bash launch/setup.sh setup` first: Ray comes from .venv.
+# gets 0 unless given). Run `bash launch/setup.sh setup` first: Ray comes from .venv, or from
+# the virtual environment $RAYDIST_VENV names (one environment serving several checkouts).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-RAY="$ROOT/.venv/bin/ray"
+RAY="${RAYDIST_VENV:-$ROOT/.venv}/bin/ray"
 
 die() {
   echo "ray_start.sh: error: $*" >&2

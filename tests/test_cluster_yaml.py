@@ -39,7 +39,7 @@ def _local_config() -> dict:
 
 def _aws_config() -> dict:
     """The commented-out AWS example, uncommented and put in place of the local-only keys."""
-    match = re.search(r"^# aws-example-begin\n(.*?)^# aws-example-end$", _text(), re.M | re.S)
+    match = re.search(r"^# aws-example-begin\n(.*?)^# aws-example-end$", _text(), re.MULTILINE | re.DOTALL)
     assert match, "cluster.yaml lost its '# aws-example-begin' / '# aws-example-end' markers"
     block = "".join(line[2:] if line.startswith("# ") else line.lstrip("#") for line in match[1].splitlines(True))
     config = {k: v for k, v in _local_config().items() if k not in LOCAL_ONLY_KEYS}
@@ -91,8 +91,11 @@ def test_project_is_mounted_at_the_remote_root_from_the_repository_root():
     assert _local_config()["file_mounts"] == {REMOTE_ROOT: "."}
 
 
-def test_every_node_runs_setup_before_ray_starts():
-    assert _local_config()["setup_commands"] == ["cd ~/raydist && bash launch/setup.sh setup"]
+def test_every_node_runs_setup_and_puts_the_projects_ray_on_path_before_ray_starts():
+    assert _local_config()["setup_commands"] == [
+        "cd ~/raydist && bash launch/setup.sh setup",
+        "grep -qs raydist/.venv ~/.bashrc || echo 'export PATH=$HOME/raydist/.venv/bin:$PATH' >> ~/.bashrc",
+    ]
 
 
 def test_start_commands_use_the_ray_start_helper_per_role():
@@ -112,22 +115,22 @@ def test_commands_reference_scripts_that_exist():
         assert (REPO / path).is_file(), f"{command!r} runs {path}, which is not in the repository"
 
 
-@pytest.mark.parametrize("script", ["launch/setup.sh", "launch/ray_start.sh", ".ci/run"])
+@pytest.mark.parametrize("script", ["launch/setup.sh", "launch/ray_start.sh", "launch/local_cluster.sh", ".ci/run"])
 def test_scripts_parse_as_bash(script):
-    result = subprocess.run(["bash", "-n", str(REPO / script)], capture_output=True, text=True)
+    result = subprocess.run(["bash", "-n", str(REPO / script)], capture_output=True, text=True, check=False)
     assert (result.returncode, result.stderr) == (0, "")
 
 
 def test_ray_start_rejects_an_unknown_role():
     result = subprocess.run(
-        ["bash", str(REPO / "launch/ray_start.sh"), "leader"], capture_output=True, text=True
+        ["bash", str(REPO / "launch/ray_start.sh"), "leader"], capture_output=True, text=True, check=False
     )
     assert result.returncode == 1
     assert result.stderr == "ray_start.sh: error: first argument must be 'head' or 'worker', got 'leader'\n"
 
 
 def test_setup_rejects_an_unknown_mode_before_doing_anything():
-    result = subprocess.run(["bash", str(REPO / "launch/setup.sh"), "deploy"], capture_output=True, text=True)
+    result = subprocess.run(["bash", str(REPO / "launch/setup.sh"), "deploy"], capture_output=True, text=True, check=False)
     assert result.returncode == 1
     assert result.stderr.endswith("setup.sh: error: unknown mode 'deploy': give one of setup, run, test\n")
     assert result.stdout == ""
