@@ -41,11 +41,12 @@ def test_the_units_phase_returns_the_units_it_ran_and_the_last_outcome_of_each(t
     units = _units()
     ready = phases.Runnable(units[:3], {})
 
-    def fake_run_units(todo, instances, settings, endpoint, options, on_row, progress, prepared):
+    def fake_run_units(todo, instances, settings, endpoint, options, on_row, progress, prepared, stop):
         on_row(_row(todo[0], "infrastructure_error"))  # retried: its last row counts
         on_row(_row(todo[0], "resolved"))
         on_row(_row(todo[1], "unresolved"))
         on_row(_row(todo[2], "bug"))
+        return []  # every unit started
 
     monkeypatch.setattr("raydist.cluster.runner.run_units", fake_run_units)
     sink = RowSink(ResultStore(tmp_path))
