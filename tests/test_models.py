@@ -115,7 +115,7 @@ def test_grammar_bound_below_one_is_refused():
 
 def test_grammar_field_by_server_kind():
     assert grammar_extra_body("llama_cpp", "G") == {"grammar": "G"}
-    assert grammar_extra_body("vllm", "G") == {"guided_grammar": "G"}
+    assert grammar_extra_body("vllm", "G") == {"structured_outputs": {"grammar": "G"}}
     assert grammar_extra_body("vllm", None) == {}
     assert grammar_extra_body("none", "G") == {}  # a server that takes no grammar gets none
     with pytest.raises(ValueError, match=r"unknown grammar server 'tgi'; use one of \['llama_cpp', 'none', 'vllm'\]"):

@@ -17,8 +17,10 @@ from __future__ import annotations
 FENCE = "mswea_bash_command"
 ACTION_REGEX = r"```" + FENCE + r"\s*\n(.*?)\n```"
 
-GRAMMAR_FIELDS = {"llama_cpp": "grammar", "vllm": "guided_grammar", "none": None}
-"""Request-body field carrying a GBNF grammar, by server kind."""
+GRAMMAR_FIELDS = {"llama_cpp": ("grammar",), "vllm": ("structured_outputs", "grammar"), "none": None}
+"""Request-body field carrying a GBNF grammar, by server kind, as a path of keys: llama.cpp's
+top-level ``grammar``; vLLM's ``structured_outputs.grammar`` (its ``guided_grammar`` was removed
+in vLLM 0.12, docs.vllm.ai "Structured Outputs")."""
 
 
 def action_grammar(*, max_thought_chars: int = 200, max_command_chars: int = 200) -> str:
@@ -63,17 +65,23 @@ def grammar_extra_body(server: str, grammar: str | None) -> dict:
     """The request-body fields that constrain generation on `server`.
 
     Args:
-        server: "llama_cpp" (field `grammar`), "vllm" (field `guided_grammar`) or "none"
+        server: "llama_cpp" (field `grammar`), "vllm" (`structured_outputs.grammar`) or "none"
             (a server that takes no grammar: nothing is sent).
         grammar: GBNF text, or None to send no constraint.
 
     Returns:
-        `{field: grammar}`, or `{}` when `grammar` is None.
+        `{"grammar": grammar}` (llama.cpp), `{"structured_outputs": {"grammar": grammar}}` (vLLM),
+        or `{}` when `grammar` is None or the server takes none.
 
     Raises:
         ValueError: unknown `server`; the message lists the known ones.
     """
     if server not in GRAMMAR_FIELDS:
         raise ValueError(f"unknown grammar server {server!r}; use one of {sorted(GRAMMAR_FIELDS)}")
-    field = GRAMMAR_FIELDS[server]
-    return {} if grammar is None or field is None else {field: grammar}
+    path = GRAMMAR_FIELDS[server]
+    if grammar is None or path is None:
+        return {}
+    body: dict = {path[-1]: grammar}
+    for key in reversed(path[:-1]):
+        body = {key: body}
+    return body
