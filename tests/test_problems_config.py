@@ -24,6 +24,7 @@ def test_the_defaults_are_the_values_problems_yaml_held():
         "requests": {"timeout_base_s": 120.0, "min_tokens_per_s": 4.0},
         "analysis": {"human_check": 10, "baselines": ["char_noise", "token_noise", "demo_deletion",
                                                       "doc_to_comments", "variable_rename", "function_rename"]},
+        "budget": {"usd": None, "tokens": None},
         "data_root": "${oc.env:RAYDIST_DATA_ROOT,../shared/data}",
         "cache_dir": "${oc.env:RAYDIST_CACHE_DIR,${oc.env:HOME}/.cache/raydist}",
         "output_root": "runs",
@@ -33,7 +34,7 @@ def test_the_defaults_are_the_values_problems_yaml_held():
                     "limits": {"cpus": 1.0, "memory": "2g", "pids": 512, "file_size": "1g", "tmp_size": "512m",
                                "testbed_size": "1g"}},
         "cluster": {"address": None, "max_concurrency": 2, "cpus_per_unit": 0.5, "image_build_cpus": 1.0,
-                    "sandbox_resource": "sandbox", "sandbox_per_unit": 1.0},
+                    "sandbox_resource": "sandbox", "sandbox_per_unit": 1.0, "dashboard": False},
     }
 
 
@@ -55,7 +56,8 @@ def test_every_setting_says_what_it_means():
      "generation.colour: unknown setting; generation takes model, variants_per_seed, scenarios, domains, "
      "temperature, seed, prompts_dir"),
     ({"colour": "red"}, "colour: unknown setting; the launch takes pipeline, generation, evaluation, execution, "
-                        "requests, analysis, data_root, cache_dir, output_root, storage, benchmark, sandbox, "
+                        "requests, analysis, budget, data_root, cache_dir, output_root, storage, benchmark, "
+                        "sandbox, "
                         "cluster, local_models"),
     ({"evaluation": {"n": "2"}}, "evaluation.n='2': give a whole number of at least 1"),
     ({"evaluation": {"n": 2.5}}, "evaluation.n=2.5: give a whole number of at least 1"),
