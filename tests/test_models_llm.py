@@ -83,6 +83,45 @@ def test_the_shipped_entry_is_the_model_these_tests_name(gemma_entry):
     assert gemma_entry["litellm_model"] == LITELLM_MODEL
 
 
+def test_the_liveness_path_answers_at_once_while_both_slots_generate(llama):
+    """The supervisor's hang check must not mistake a busy server for a hung one: with every
+    slot generating, `/health` still answers well inside its default 10 s timeout."""
+    import urllib.request
+    from concurrent.futures import ThreadPoolExecutor
+
+    actor, api_base = llama
+    root = api_base.removesuffix("/v1")
+    long = {"model": "gemma3-270m", "messages": [{"role": "user", "content": "Count to one thousand."}],
+            "max_tokens": 120, "temperature": 0, "ignore_eos": True}
+
+    def generate() -> int:
+        request = urllib.request.Request(f"{root}/v1/chat/completions", data=json.dumps(long).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=120) as response:
+            return json.load(response)["usage"]["completion_tokens"]
+
+    with ThreadPoolExecutor(2) as pool:
+        busy = [pool.submit(generate) for _ in range(2)]
+        time.sleep(1.5)  # both requests are decoding now (120 tokens take several seconds)
+        assert not any(future.done() for future in busy)
+        started = time.monotonic()
+        with urllib.request.urlopen(f"{root}/health", timeout=5) as response:
+            assert response.status == 200
+        answered_in = time.monotonic() - started
+        assert not any(future.done() for future in busy)  # it answered during the generation
+        assert [future.result() for future in busy] == [120, 120]
+    assert answered_in < 1.0
+    assert ray.get(actor.healthy.remote()) is True
+
+
+def test_a_grammar_the_server_cannot_parse_is_refused_as_a_bad_request(llama):
+    _, api_base = llama
+    with pytest.raises(litellm.BadRequestError, match="failed to parse grammar"):
+        litellm.completion(model=LITELLM_MODEL, api_base=api_base, api_key=LOCAL_PLACEHOLDER_KEY, max_tokens=1,
+                           messages=[{"role": "user", "content": "hi"}], extra_body={"grammar": "root ::= ("},
+                           num_retries=0)
+
+
 def test_server_process_is_gone_after_stop(production_server):
     actor = production_server()
     try:
@@ -107,7 +146,9 @@ def test_server_process_dies_with_a_killed_actor(production_server):
 
 def test_grammar_makes_every_response_exactly_one_action(llama):
     _, api_base = llama
-    settings = AgentSettings(max_tokens=160)
+    # The grammar bounds the thought line at 200 characters, and digits are one token each: a
+    # budget below that lets a looping thought ("100000...") be cut off before its command.
+    settings = AgentSettings(max_tokens=400)
     model = build_model(ModelEndpoint(LITELLM_MODEL, api_base=api_base, local=True), settings,
                         load_prompts(settings.prompts_dir))
     asks = [

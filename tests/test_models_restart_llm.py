@@ -50,10 +50,10 @@ def _llama_server(root: int) -> tuple[int, int] | None:
             state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except (FileNotFoundError, ProcessLookupError):
             continue
-        if "llama_cpp.server" in argv and "--port" in argv and state != "Z":
+        if argv[0].endswith("llama-server") and "--port" in argv and state != "Z":
             port = int(argv[argv.index("--port") + 1])
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/docs", timeout=5) as response:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as response:
                     if response.status == 200:
                         return pid, port
             except OSError:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from raydist.models.process import ModelServerError, ServerProcess, liveness_path_for, port_is_free
+from raydist.models.process import ModelServerError, ServerProcess, port_is_free
 from raydist.models.supervisor import FAILED, READY, Supervisor, SupervisorPolicy
 
 STUB = [sys.executable, str(Path(__file__).with_name("openai_stub_server.py")), "{host}", "{port}"]
@@ -172,11 +172,14 @@ def test_policy_values_out_of_range_are_refused():
         SupervisorPolicy(check_interval_s=0)
 
 
-def test_llama_cpp_is_checked_on_a_path_that_does_not_wait_for_the_model(gemma_entry):
-    from raydist.cluster.serving import server_command
+def test_the_liveness_path_is_the_health_path_unless_an_entry_names_one(gemma_entry):
+    from raydist.cluster.serving import server_arguments, server_command
 
-    assert liveness_path_for(server_command(gemma_entry), "/v1/models") == "/docs"
-    assert liveness_path_for(["vllm", "serve", "m"], "/health") == "/health"
+    process = ServerProcess(server_command(gemma_entry), **{
+        key: value for key, value in server_arguments("gemma3-270m", gemma_entry).items()
+        if key in ("host", "health_path", "liveness_path")})
+    assert (process.health_path, process.liveness_path) == ("/health", "/health")
+    assert ServerProcess(["vllm", "serve", "m"], liveness_path="/ping").liveness_path == "/ping"
 
 
 def test_a_client_reporting_failure_gets_the_server_checked_at_once(supervised):

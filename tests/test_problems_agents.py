@@ -337,10 +337,8 @@ MBPP_FILE = Path(__file__).resolve().parents[1].parent / "shared/data/mbpp/sanit
 
 @pytest.mark.shared_data
 @pytest.mark.skipif(not MBPP_FILE.is_file(), reason=f"MBPP-sanitized not found at {MBPP_FILE} (shared reference data)")
-def test_every_mbpp_seed_prompt_fits_its_own_instruction_grammar_which_llama_cpp_parses():
+def test_every_mbpp_seed_prompt_fits_its_own_instruction_grammar():
     import re
-
-    from llama_cpp import LlamaGrammar
 
     for seed in load_seeds("mbpp", path=str(MBPP_FILE)):
         grammar = rewrite_grammar(seed)
@@ -353,7 +351,6 @@ def test_every_mbpp_seed_prompt_fits_its_own_instruction_grammar_which_llama_cpp
         language = re.compile(rf"```\n(?:[^`\n ][^`\n]{{0,{chars}}}\n){{1,{lines}}}\n" + re.escape(seed.signature)
                               + r"\n```")
         assert language.fullmatch("```\n" + seed.prompt.rstrip("\n") + "\n```"), seed.problem_id
-    assert LlamaGrammar.from_string(grammar, verbose=False) is not None
 
 
 # --- Validator -------------------------------------------------------------------------

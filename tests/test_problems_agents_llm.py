@@ -44,6 +44,24 @@ def _report(llm: RecordedLLM, started: float) -> None:
             print(f"  raw answer: {json.loads(cached.read_text())['answer']!r}")
 
 
+def test_the_server_parses_the_rewrite_grammars_of_the_widest_and_the_narrowest_seed(llama):
+    """The grammar's bounds grow with the seed (lines and characters per line); the server must
+    accept both ends of that range, or every rewrite of those seeds fails as a bad request."""
+    import litellm
+
+    from raydist.models.endpoint import LOCAL_PLACEHOLDER_KEY
+    from raydist.problems.agents import rewrite_grammar
+
+    _, api_base = llama
+    grammars = sorted(filter(None, map(rewrite_grammar, load_seeds("humaneval"))), key=len)
+    assert len(grammars) == 164  # every HumanEval seed has one
+    for grammar in (grammars[0], grammars[-1]):
+        answer = litellm.completion(model=MODEL, api_base=api_base, api_key=LOCAL_PLACEHOLDER_KEY, max_tokens=4,
+                                    messages=[{"role": "user", "content": "Rewrite it."}], num_retries=0,
+                                    extra_body={"grammar": grammar})
+        assert answer.choices[0].message.content.startswith("```")
+
+
 def test_gemma_scenario_round_gives_distinct_short_names(llm):
     started = time.monotonic()
     pool = propose_scenarios(llm, ["retail", "health care"], target=3, seed=0, prompts=load_dyc_prompts(),

@@ -4,7 +4,7 @@ them (``serve_model`` with the shipped ``local_models.gemma3-270m`` entry, ``rep
 ``host: 0.0.0.0``, one llama.cpp thread each), and called from Ray tasks on both nodes the way
 units call them (``litellm_complete`` on the endpoint, from a long-lived client actor per node,
 so a call is made the moment the test asks for it). Where each request went is read from each
-llama.cpp server's own access log."""
+llama.cpp server's own log."""
 
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray's workers
 HEAD_IP, WORKER_IP = "127.0.0.2", "127.0.0.3"
 NODE_RESOURCE = {HEAD_IP: "head_node", WORKER_IP: "far_node"}
 """A custom resource per node: a task asking for one runs on that node."""
-POST = '"POST /v1/chat/completions HTTP/1.1" 200'
+FINISHED = " total time ="
+"""The line llama-server logs for every generation it finished (one per chat request)."""
 
 
 def _conversation(opening: str) -> list[dict]:
@@ -70,7 +71,7 @@ def replicas(gemma_entry):
         "num_cpus": 1, "node_ip_address": HEAD_IP, "include_dashboard": False, "resources": {"head_node": 1},
         "object_store_memory": 100 * 2**20})
     command = list(gemma_entry["command"])
-    command[command.index("--n_threads") + 1] = "1"
+    command[command.index("--threads") + 1] = "1"
     entry = {**gemma_entry, "command": command, "host": "0.0.0.0", "replicas": 2,
              "supervisor": {"check_interval_s": 1, "health_timeout_s": 5, "backoff_s": 0.5}}
     try:
@@ -89,8 +90,8 @@ def replicas(gemma_entry):
 
 
 def _requests(actors: dict) -> dict[str, int]:
-    """Chat requests each replica's llama.cpp server has answered, from its own access log."""
-    return {name: ray.get(actor.log_tail.remote(100_000)).count(POST) for name, actor in actors.items()}
+    """Chat requests each replica's llama.cpp server has answered, from its own log."""
+    return {name: ray.get(actor.log_tail.remote(100_000)).count(FINISHED) for name, actor in actors.items()}
 
 
 def _openings(pinned_to: str, names, count: int, start: int = 0) -> list[str]:

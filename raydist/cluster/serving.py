@@ -34,7 +34,7 @@ def serve_model(model: str, model_cfg: dict | None) -> Iterator:
     ``litellm_model`` and ``api_base`` for an OpenAI-compatible server that already runs (its
     ``grammar_server`` defaults to ``none``), or None for a hosted litellm model; in the
     command, ``{python}`` is this interpreter and ``{host}``, ``{port}``, ``{model_path}``
-    are filled in by the server actor. Raises
+    and ``{llama_server}`` (``raydist.models.llama_server``) are filled in by the server actor. Raises
     ``ModelServerError`` with the server's log tail when a local server does not start, and
     naming the entry when the cluster has too few GPUs or CPUs for it (``check_placeable``)."""
     from raydist.models.endpoint import ModelEndpoint
@@ -196,8 +196,8 @@ class ModelServers:
 
 def server_command(model_cfg: dict) -> list[str]:
     """The server argv of a ``local_models`` entry: its ``command`` with ``{python}`` made this
-    interpreter (so the server runs from raydist's environment); ``{host}``, ``{port}`` and
-    ``{model_path}`` stay for the server actor to fill in."""
+    interpreter (so the server runs from raydist's environment); ``{host}``, ``{port}``,
+    ``{model_path}`` and ``{llama_server}`` stay for the server actor to fill in on its node."""
     return [part.replace("{python}", sys.executable) for part in model_cfg["command"]]
 
 

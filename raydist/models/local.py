@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 from raydist._util import atomic_write_text, temporary_beside
@@ -56,19 +55,3 @@ def _assemble_atomically(gemma, target: Path) -> Path:
         gemma.assemble(tmp, overwrite=True)
         os.replace(tmp, target)
     return target
-
-
-def check_server_installed(argv: list[str]) -> list[str]:
-    """Return `argv` unchanged, or raise `MissingExtra` (naming the `local` extra) when it runs
-    `<python> -m llama_cpp.server` and llama-cpp-python is not installed for that Python
-    (checked for this interpreter only; another one reports its own error when it starts)."""
-    if argv[1:3] == ["-m", "llama_cpp.server"] and os.path.realpath(argv[0]) == os.path.realpath(sys.executable):
-        import importlib.util
-
-        if importlib.util.find_spec("llama_cpp") is None:
-            from raydist._util.extras import MissingExtra
-
-            raise MissingExtra("the llama.cpp model server needs llama_cpp (llama-cpp-python), from the local "
-                               "extra: pip install 'raydist[local]'", name="llama_cpp")
-    return argv
-

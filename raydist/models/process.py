@@ -1,10 +1,11 @@
 """An OpenAI-compatible model server as a child process: started with a command, checked for
 health and liveness, stopped with its process group (llama.cpp here, `vllm serve` on GPU nodes).
 
-The server command is data: a list of strings whose `{host}`, `{port}` and `{model_path}`
-placeholders are filled in at start, so the same code launches
+The server command is data: a list of strings whose `{host}`, `{port}`, `{model_path}` and
+`{llama_server}` placeholders are filled in at start, on the node that runs the server, so the
+same code launches
 
-    python -m llama_cpp.server --model {model_path} --host {host} --port {port} ...
+    {llama_server} --model {model_path} --host {host} --port {port} ...
     vllm serve {model_path} --host {host} --port {port} ...
 
 `raydist.models.supervisor` keeps one answering; `raydist.models.server` runs that under Ray.
@@ -26,8 +27,7 @@ import urllib.request
 from collections import deque
 from pathlib import Path
 
-
-from raydist.models.local import check_server_installed, embedded_model_path
+from raydist.models.local import embedded_model_path
 
 _PR_SET_PDEATHSIG = 1
 LOG_TAIL_LINES = 30
@@ -64,17 +64,6 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
         return True
 
 
-def liveness_path_for(command: list[str], health_path: str) -> str:
-    """The path that shows a running server is alive without waiting for the model.
-
-    llama-cpp-python's `/v1/models` takes the model lock, so it waits behind every queued
-    generation and would make a busy server look hung; its `/docs` page is served by the
-    event loop alone. Other servers (vLLM's `/health`, ...) answer `health_path` at once."""
-    if any(part.endswith("llama_cpp.server") for part in command):
-        return "/docs"
-    return health_path
-
-
 def _die_with_parent(parent_pid: int):
     """preexec_fn: ask the kernel to SIGKILL the child when the forking thread's process dies."""
 
@@ -99,7 +88,8 @@ class ServerProcess:
         port: TCP port; None picks a free one.
         health_path: HTTP path that answers 200 once the model is loaded.
         liveness_path: HTTP path that answers 200 while the server runs, even when busy
-            generating (`alive()`); None picks `liveness_path_for(command, health_path)`.
+            generating (`alive()`); None: `health_path` (which must then not wait behind a
+            generation, as llama-server's and vLLM's `/health` do not).
         startup_timeout: seconds to wait for health before giving up.
         model_path: fills `{model_path}`; None means the embedded Gemma GGUF.
         advertise_host: host written into `api_base` (e.g. the node IP when binding 0.0.0.0).
@@ -129,7 +119,7 @@ class ServerProcess:
         self.host = host
         self.port = port
         self.health_path = health_path
-        self.liveness_path = liveness_path or liveness_path_for(command, health_path)
+        self.liveness_path = liveness_path or health_path
         self.startup_timeout = startup_timeout
         self.model_path = model_path
         self.advertise_host = advertise_host or host
@@ -155,18 +145,33 @@ class ServerProcess:
         return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
 
     def argv(self) -> list[str]:
-        """The command with its placeholders filled in (port chosen if still None)."""
+        """The command with its placeholders filled in (port chosen if still None).
+
+        Raises:
+            ModelServerError: the command runs `{llama_server}` and this node has none built
+                (the message says how to build it).
+            ValueError: the command uses a placeholder other than the four above.
+        """
         if self.port is None:
             self.port = free_port(self.host)
         values = {"host": self.host, "port": str(self.port)}
         if any("{model_path}" in part for part in self.command):
             values["model_path"] = self.model_path or embedded_model_path()
+        if any("{llama_server}" in part for part in self.command):
+            # Imported here, not at the top, so `python -m raydist.models.llama_server` (which
+            # imports this package first) runs its module only once.
+            from raydist.models.llama_server import LlamaServerMissing, llama_server_path
+
+            try:
+                values["llama_server"] = llama_server_path()
+            except LlamaServerMissing as exc:
+                raise ModelServerError(str(exc)) from exc
         try:
-            return check_server_installed([part.format(**values) for part in self.command])
+            return [part.format(**values) for part in self.command]
         except (KeyError, IndexError) as exc:
             raise ValueError(
                 f"server command {self.command!r} uses an unknown placeholder {exc}; "
-                "only {host}, {port} and {model_path} are filled in"
+                "only {host}, {port}, {model_path} and {llama_server} are filled in"
             ) from exc
 
     @property

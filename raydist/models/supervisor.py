@@ -4,8 +4,7 @@ A monitoring thread checks the `ServerProcess` every `check_interval_s` seconds:
 
 - the process exited (`exit_code` set: a crash, the OOM killer, a stray `kill -9`), or
 - `liveness_path` did not answer within `health_timeout_s`, `hang_checks` times in a row
-  (a stopped or wedged process; llama.cpp's `/docs`, not its `/v1/models`, which waits behind
-  every queued generation),
+  (a stopped or wedged process; llama-server's and vLLM's `/health` answer while they generate),
 
 and then kills what is left and starts it again, on the same port when that port is free and
 on a new one otherwise (another listener took it), up to `start_attempts` tries with
