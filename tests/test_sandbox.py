@@ -10,6 +10,7 @@ import pytest
 
 from raydist.sandbox import (Limits, Sandbox, SandboxUnavailable, base_image_tag, connect,
                              owner_label, sweep_orphans)
+from raydist.sandbox.command import LOG_SIZE, split_trailer
 
 pytestmark = pytest.mark.docker
 REPO = Path(__file__).resolve().parents[1]
@@ -53,6 +54,42 @@ def test_the_owner_is_read_back_when_the_attached_stream_is_dropped(box, monkeyp
 
     monkeypatch.setattr(box.client.api, "exec_start", dropping)
     assert box.owner == (0, 0)  # the base image runs as root
+
+
+def test_the_exit_status_comes_from_the_trailer_without_asking_the_daemon(box, monkeypatch):
+    def refused(*args, **kwargs):
+        raise AssertionError("exec_inspect called for a stream that ends with its trailer")
+
+    monkeypatch.setattr(box.client.api, "exec_inspect", refused)
+    result = box.exec("printf 12; exit 3", timeout=30)
+    assert (result.output, result.returncode) == ("12", 3)
+
+
+def test_split_trailer_reads_the_status_after_the_marker_and_refuses_a_cut_trailer():
+    assert split_trailer(b"out 12__m__0", "__m__") == (b"out 12", 0)
+    assert split_trailer(b"__m__ inside__m__137", "__m__") == (b"__m__ inside", 137)
+    assert split_trailer(b"out", "__m__") == (b"out", None)
+    assert split_trailer(b"out__m__", "__m__") == (b"out__m__", None)
+
+
+def test_output_beyond_the_log_size_is_cut_and_the_next_command_has_the_whole_log_volume(box):
+    # 70 MiB of "x": the log keeps LOG_SIZE bytes of it, and `tr` fails to write the rest.
+    huge = box.exec("head -c 70M /dev/zero | tr '\\0' x", timeout=60)
+    assert (len(huge.output), huge.output.count("x"), huge.returncode) == (LOG_SIZE, LOG_SIZE, 1)
+    # The earlier log is gone before the next command writes its own.
+    next_one = box.exec("head -c 40M /dev/zero | tr '\\0' y", timeout=60)
+    assert (len(next_one.output), next_one.output.count("y"), next_one.returncode) == (40 << 20, 40 << 20, 0)
+
+
+def test_without_a_log_volume_the_output_goes_straight_to_the_stream(client):
+    """A container ``Sandbox.create`` did not make has no log volume: the output is streamed
+    only, and still complete."""
+    container = client.containers.run(base_image_tag(), ["sleep", "infinity"], detach=True, init=True,
+                                      network_mode="none", labels={"raydist.owner": owner_label()})
+    with Sandbox(client, container) as box:
+        result = box.exec("echo out; echo err >&2; exit 3", timeout=30)
+        assert (result.output, result.returncode) == ("out\nerr\n", 3)
+        assert box.exec("test -e /run/raydist", timeout=30).returncode == 1
 
 
 def test_exec_runs_in_cwd_with_env(box):

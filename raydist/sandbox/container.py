@@ -43,7 +43,8 @@ from docker.types import DriverConfig, Mount, Ulimit
 from docker.utils import parse_bytes
 
 from raydist.sandbox.archive import pack_files, unpack_single
-from raydist.sandbox.command import HOST_SLACK, KILL_GRACE, LOG_DIR, LOG_SIZE, TIMEOUT_CODES, ExecResult, wrapped_command
+from raydist.sandbox.command import (HOST_SLACK, KILL_GRACE, LOG_DIR, LOG_SIZE, TIMEOUT_CODES, ExecResult,
+                                     split_trailer, wrapped_command)
 from raydist.sandbox.engine import OWNER_LABEL, owner_label
 from raydist.sandbox.limits import Limits
 
@@ -258,14 +259,12 @@ class Sandbox:
             self._kill_all()
             reader.join(KILL_GRACE)
         seconds = time.monotonic() - start
-        code = api.exec_inspect(exec_id).get("ExitCode")
-        returncode = 137 if code is None else int(code)
-        timed_out = guard_fired or (returncode in TIMEOUT_CODES and seconds >= timeout)
-        data = b"".join(chunks)
-        if data.endswith(marker.encode()):
-            data = data[: -len(marker)]
-        else:  # the stream lost output (or the guard fired before the end): the file has it
+        data, returncode = split_trailer(b"".join(chunks), marker)
+        if returncode is None:  # the stream lost output (or the guard fired before the end)
+            code = api.exec_inspect(exec_id).get("ExitCode")
+            returncode = 137 if code is None else int(code)
             data = self._read_log(log, fallback=data)
+        timed_out = guard_fired or (returncode in TIMEOUT_CODES and seconds >= timeout)
         return ExecResult(data.decode("utf-8", errors="replace"), returncode, timed_out, seconds)
 
     def _read_log(self, path: str, fallback: bytes) -> bytes:
