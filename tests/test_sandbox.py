@@ -130,6 +130,25 @@ def test_processes_that_left_the_group_do_not_outlive_their_command(box):
         "/sbin/docker-init -- sleep infinity", "sleep infinity"]
 
 
+# A process in a session of its own that writes "late" for 4 s; the command returns once it has
+# left the command's process group.
+LATE = ("setsid bash -c ': > /tmp/escaped; for i in 1 2 3 4 5 6 7 8; do sleep 0.5; echo late; done' & "
+        "until [ -e /tmp/escaped ]; do sleep 0.05; done; echo early")
+
+
+def test_a_process_that_left_the_group_does_not_write_into_a_later_commands_output(box):
+    # Every command writes the same log file; one left behind would write into the next output.
+    assert box.exec(LATE, timeout=30).output == "early\n"
+    assert box.exec("sleep 3; echo own", timeout=30).output == "own\n"
+
+
+def test_without_the_sweep_each_command_writes_a_log_of_its_own(box):
+    box._keepalive = None  # as when the keep-alive's pid could not be told: nothing is swept
+    assert box.exec(LATE, timeout=30).output == "early\n"
+    assert box.exec("sleep 3; echo own", timeout=30).output == "own\n"
+    assert box.exec("ls /run/raydist | wc -l", timeout=30).output == "1\n"  # earlier logs removed
+
+
 def test_memory_limit_kills_large_allocation(box):
     result = box.exec("python3 -c 'b = bytearray(10 * 1024**3); print(len(b))'", timeout=60)
     assert result.returncode == 137

@@ -30,10 +30,10 @@ _SWEEP = (
 # Bash's own notice of a job killed by a signal ("Killed", naming this wrapper) is silenced:
 # the exit code says it. Each process the wrapper starts adds milliseconds to every command
 # (a docker exec of `true` takes tens), so it starts only `timeout` (with the command's
-# shell), the `rm` of earlier logs and, when there is output, the `cat` that streams it; the
-# exit status travels in the trailer, which spares the host a round trip to the daemon.
+# shell) and, when there is output, the `cat` that streams it; the exit status travels in the
+# trailer, which spares the host a round trip to the daemon.
 _WRAPPER = (
-    "rm -f {dir}/*.out 2>/dev/null; o={log}; "
+    "{prelude}o={log}; "
     "{{ : > $o; }} 2>/dev/null || o=/dev/stdout; "
     'timeout -k {grace} {limit} bash -lc "$0" > $o 2>&1 & p=$!; {{ wait $p; }} 2>/dev/null; rc=$?; '
     "n=0; while kill -9 -- -$p 2>/dev/null && [ $((n+=1)) -lt 1000 ]; do :; done; "
@@ -47,8 +47,14 @@ _WRAPPER = (
 # lives in a volume of its own (mounted by ``Sandbox.create``), so a command that fills /tmp
 # or /testbed does not cost its own output (nor that of every later command), and a command
 # that writes more than ``LOG_SIZE`` bytes keeps the first ``LOG_SIZE``; were the file not
-# writable at all (no such volume), the output goes straight to the stream.
+# writable at all (no such volume), the output goes straight to the stream. Every command of
+# a sandbox truncates the same file, which frees the last command's output without an `rm`:
+# a sandbox runs one command at a time (the sweep after a command would kill another's), and
+# the sweep leaves nothing of an earlier command to write into it. Without the sweep (the
+# keep-alive unknown) a process left behind could, so each command then writes a file of its
+# own and removes the earlier ones.
 LOG_DIR = "/run/raydist"
+LOG = f"{LOG_DIR}/exec.out"
 LOG_SIZE = 64 << 20  # bytes of one command's output the file keeps
 
 
@@ -66,13 +72,17 @@ class ExecResult:
 def wrapped_command(command: str, timeout: float, keepalive: int | None) -> tuple[list[str], str, str]:
     """``(argv, log, marker)``: the exec argv that runs ``command`` with ``bash -lc`` under a
     ``timeout``-second limit, the file (under ``LOG_DIR``) its output is also written to, and
-    the marker that opens the trailer of a complete stream (``split_trailer``). ``keepalive``: the container's keep-alive PID, which
-    the sweep of leftover processes spares; None sweeps nothing."""
+    the marker that opens the trailer of a complete stream (``split_trailer``). ``keepalive``:
+    the container's keep-alive PID, which the sweep of leftover processes spares; None sweeps
+    nothing."""
     nonce = secrets.token_hex(8)
-    log, marker = f"{LOG_DIR}/{nonce}.out", f"__raydist_end_{nonce}__"
-    sweep = "" if keepalive is None else _SWEEP.format(keep=keepalive)
-    script = _WRAPPER.format(sweep=sweep, dir=LOG_DIR, grace=f"{KILL_GRACE:g}", limit=f"{timeout:g}", log=log,
-                             marker=marker)
+    marker = f"__raydist_end_{nonce}__"
+    if keepalive is None:
+        log, prelude, sweep = f"{LOG_DIR}/{nonce}.out", f"rm -f {LOG_DIR}/*.out 2>/dev/null; ", ""
+    else:
+        log, prelude, sweep = LOG, "", _SWEEP.format(keep=keepalive)
+    script = _WRAPPER.format(prelude=prelude, sweep=sweep, grace=f"{KILL_GRACE:g}", limit=f"{timeout:g}",
+                             log=log, marker=marker)
     return ["bash", "-c", script, command], log, marker
 
 
