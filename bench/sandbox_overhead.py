@@ -2,9 +2,10 @@
 
 - per unit: raydist's Sandbox (create -> exec `true` -> remove) against a plain
   `docker run --rm <image> true`;
-- per step: `Sandbox.exec("true")` (time limit, process-group sweep, output file and end
-  marker: ``raydist.sandbox.command``) against a raw `docker exec` of `bash -c true` through the
-  same Docker SDK client (exec_create + exec_start + exec_inspect), in one running container.
+- per step: `Sandbox.exec("true")` (time limit, process-group sweep, output file, and a trailer
+  with the end marker and the exit status: ``raydist.sandbox.command``; exec_create +
+  exec_start) against a raw `docker exec` of `bash -c true` through the same Docker SDK client
+  (exec_create + exec_start + exec_inspect), in one running container.
 
 Usage: python bench/sandbox_overhead.py [--n 20] [--image TAG]
 """
