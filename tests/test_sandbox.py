@@ -66,10 +66,11 @@ def test_the_exit_status_comes_from_the_trailer_without_asking_the_daemon(box, m
 
 
 def test_split_trailer_reads_the_status_after_the_marker_and_refuses_a_cut_trailer():
-    assert split_trailer(b"out 12__m__0", "__m__") == (b"out 12", 0)
-    assert split_trailer(b"__m__ inside__m__137", "__m__") == (b"__m__ inside", 137)
+    assert split_trailer(b"out 12__m__0.", "__m__") == (b"out 12", 0)
+    assert split_trailer(b"__m__ inside__m__137.", "__m__") == (b"__m__ inside", 137)
     assert split_trailer(b"out", "__m__") == (b"out", None)
     assert split_trailer(b"out__m__", "__m__") == (b"out__m__", None)
+    assert split_trailer(b"out__m__12", "__m__") == (b"out__m__12", None)  # 124 cut short
 
 
 def test_output_beyond_the_log_size_is_cut_and_the_next_command_has_the_whole_log_volume(box):

@@ -38,10 +38,10 @@ _WRAPPER = (
     'timeout -k {grace} {limit} bash -lc "$0" > $o 2>&1 & p=$!; {{ wait $p; }} 2>/dev/null; rc=$?; '
     "n=0; while kill -9 -- -$p 2>/dev/null && [ $((n+=1)) -lt 1000 ]; do :; done; "
     "{sweep}"
-    '[ "$o" = /dev/stdout ] || [ ! -s $o ] || cat $o; printf %s {marker}$rc; exit $rc'
+    '[ "$o" = /dev/stdout ] || [ ! -s $o ] || cat $o; printf %s {marker}$rc.; exit $rc'
 )
-# The output also lands in a file, and the stream ends with a trailer: the marker, then the
-# exit status in decimal. Docker sometimes drops the attached output of a short exec
+# The output also lands in a file, and the stream ends with a trailer: the marker, the exit
+# status in decimal and a full stop (so a trailer cut short is no trailer). Docker sometimes drops the attached output of a short exec
 # (moby/moby#27289, docker/docker-py#2042); a stream without its trailer is then replaced by
 # the file, read through the archive API, and the status is asked of the daemon. The file
 # lives in a volume of its own (mounted by ``Sandbox.create``), so a command that fills /tmp
@@ -91,6 +91,6 @@ def split_trailer(data: bytes, marker: str) -> tuple[bytes, int | None]:
     before the trailer and the status it carries, or ``(data, None)`` when the stream does not
     end with a trailer (Docker dropped output, or the wrapper was killed before its end)."""
     head, found, status = data.rpartition(marker.encode())
-    if found and status.isdigit() and len(status) <= 3:
-        return head, int(status)
+    if found and status.endswith(b".") and status[:-1].isdigit() and len(status) <= 4:
+        return head, int(status[:-1])
     return data, None
