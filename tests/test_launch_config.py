@@ -118,6 +118,11 @@ def test_a_grading_timeout_that_is_not_positive_is_refused_naming_the_key():
     assert preflight(["sandbox.grading_timeout_s=30"]) is None
 
 
+def test_a_worker_lease_that_is_not_positive_is_refused_naming_the_key():
+    assert preflight(["cluster.worker_lease_s=0"]) == "cluster: cluster.worker_lease_s=0.0: must be above 0 (seconds)"
+    assert preflight(["cluster.worker_lease_s=0.5"]) is None
+
+
 def test_a_dashboard_address_is_refused_with_how_to_submit_the_launch_there():
     problem = preflight(["cluster.address=http://head:8265"])
     assert problem.startswith("cluster.address=http://head:8265: that is the Ray dashboard (job submission) address")

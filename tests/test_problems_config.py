@@ -34,7 +34,8 @@ def test_the_defaults_are_the_values_problems_yaml_held():
                     "limits": {"cpus": 1.0, "memory": "2g", "pids": 512, "file_size": "1g", "tmp_size": "512m",
                                "testbed_size": "1g"}},
         "cluster": {"address": None, "max_concurrency": 2, "cpus_per_unit": 0.5, "image_build_cpus": 1.0,
-                    "sandbox_resource": "sandbox", "sandbox_per_unit": 1.0, "dashboard": False},
+                    "sandbox_resource": "sandbox", "sandbox_per_unit": 1.0, "dashboard": False,
+                    "worker_lease_s": 60.0},
     }
 
 

@@ -114,7 +114,9 @@ class ClusterConfig:
     Ray Client. A dashboard URL (``http://host:8265``) takes jobs, not drivers: submit the
     launch there with ``ray job submit`` instead."""
     max_concurrency: int = _RAY.max_concurrency
-    """Run units in flight at once (at least 1)."""
+    """Run units in flight at once (at least 1); the smaller of it and the cluster's slots run.
+    Above the slots (e.g. twice them), the surplus waits in Ray's queue and a node starts its
+    next unit as one ends, without a round trip to the driver."""
     cpus_per_unit: float = _RAY.cpus_per_unit
     """Ray CPU reservation of one unit (the container has its own limit); above 0."""
     image_build_cpus: float = _RAY.image_build_cpus
@@ -129,6 +131,10 @@ class ClusterConfig:
     dashboard: bool = _RAY.dashboard
     """A local Ray (no ``address``) also starts Ray's dashboard, on 127.0.0.1 only: every unit's
     task shows there, and in ``ray list tasks``, as ``<instance_id>/<level>/s<seed>/<key>``."""
+    worker_lease_s: float = _RAY.worker_lease_s
+    """Seconds the driver may keep a node's Ray worker for its next queued unit before Ray may
+    give it to other work (``raydist.cluster.runner.hold_worker_leases``; Ray's own default,
+    0.5, costs a new lease per unit); above 0."""
 
     def __post_init__(self) -> None:
         address = self.address if isinstance(self.address, str) else ""
