@@ -3,7 +3,7 @@
 Flow (docs/architecture.md): instance image -> View (pure) -> agent sandbox with the view
 written and git re-initialised at the view state (so no history reveals the original) ->
 agent -> changed files read back -> patch recovered in original coordinates (§III-G) ->
-graded in a fresh container -> one row.
+graded in a fresh container (an agent's empty patch is not graded: ``_not_graded``) -> one row.
 """
 
 from __future__ import annotations
@@ -28,6 +28,11 @@ if TYPE_CHECKING:  # imported where used: the sandbox's Limits loads Docker
     from raydist.views import ViewOptions
 
 # Files an agent's tools leave behind that are never part of a submission.
+#: Agent kinds whose empty patch is graded all the same: the validity gate's scripted agents,
+#: whose test runs are the gate's evidence (SchrodingerRepo §V-C: the null agent's unchanged
+#: repository must not resolve). Any other agent's empty patch is not graded (``_not_graded``).
+GRADED_EMPTY = ("null", "oracle")
+
 IGNORED = ("__pycache__/", "*.pyc", ".pytest_cache/", "*.egg-info/", ".mypy_cache/")
 
 
@@ -169,6 +174,9 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared, tr
     patch = recover_patch(original, final)
     if changes.dropped:  # changes a text patch cannot carry (binary files, symlinks): named, not lost
         out["view_meta"] = json.dumps({**view.meta, "recovery_dropped": changes.dropped}, default=str, sort_keys=True)
+    if not patch.strip() and settings.agent_kind not in GRADED_EMPTY:
+        out.update(_not_graded(unit, instance, patch))
+        return out
     t1 = time.time()
     result = grade(client, instance, image.tag, patch, timeout=settings.grading_timeout_s, limits=limits)
     out.update(
@@ -192,6 +200,24 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared, tr
             # (a forgery) are the agent's outcome: unresolved, with the reason.
             out["outcome"] = INPUT_ERROR
     return out
+
+
+def _not_graded(unit: RunUnit, instance, patch: str) -> dict:
+    """The grading columns of an agent's empty patch, which is not graded: ``unresolved`` with
+    no test run (``grading_channel="none"``, per-test counts null, totals kept). SWE-bench's
+    harness does the same (``run_evaluation`` leaves empty predictions out and its report
+    counts them unresolved, as ``empty_patch_ids``). The tests of an empty patch are those of
+    the unchanged repository, which the validity gate's null agent runs for every view
+    (``GRADED_EMPTY``): with the gate on, a view whose unchanged repository already resolves
+    is excluded before any agent runs."""
+    note = ("model patch: empty\n\nnot graded: an empty patch leaves the repository unchanged and "
+            "resolves nothing (SWE-bench's run_evaluation skips empty predictions too); the tests of the "
+            "unchanged repository are the validity gate's null run of this view (gate=true)\n")
+    return {"resolved": False, "outcome": UNRESOLVED, "model_patch": patch, "patch_applied": None,
+            "apply_method": "empty", "grading_seconds": 0.0, "fail_to_pass_passed": None,
+            "fail_to_pass_total": len(instance.FAIL_TO_PASS), "pass_to_pass_passed": None,
+            "pass_to_pass_total": len(instance.PASS_TO_PASS), "tests_missing": None, "grading_channel": "none",
+            "test_infra_changed": "[]", "files": grading_log(unit, note)}
 
 
 def _install_view(box, view) -> dict[str, tuple]:

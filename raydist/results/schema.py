@@ -87,7 +87,8 @@ RUNS_SCHEMA = pa.schema(
         # without having been shown them, counted and listed (JSON list).
         pa.field("memorised_count", pa.int64()),
         pa.field("memorised_names", pa.string()),
-        # Grading: where per-test outcomes came from (junit | log), and test infrastructure
+        # Grading: where per-test outcomes came from (junit | log; none: not graded, an agent's
+        # empty patch, whose per-test counts are then null), and test infrastructure
         # files the patch changed (conftest.py, pytest.ini, tox.ini, ...; JSON list).
         pa.field("grading_channel", pa.string()),
         pa.field("test_infra_changed", pa.string()),
