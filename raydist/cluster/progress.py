@@ -8,6 +8,8 @@ does not spend its time drawing.
 
 from __future__ import annotations
 
+import time
+
 from tqdm import tqdm
 
 from raydist.outcomes import ERRORS, RESOLVED
@@ -36,16 +38,19 @@ class UnitProgress:
         return int(self.bar.n)
 
     def running(self, n: int) -> None:
-        """``n`` units are in flight now."""
+        """``n`` units are in flight now (the scheduler says so after each round of
+        submissions); redrawn when ``mininterval`` has passed since the last drawing."""
         if n != self._running:
             self._running = n
-            self._refresh()
+            due = time.time() - self.bar.last_print_t >= self.bar.mininterval
+            self._refresh(force=due)
 
     def finished(self, row: dict) -> None:
-        """The last row of a unit arrived (an error to be retried is not its last)."""
+        """The last row of a unit arrived (an error to be retried is not its last). The count
+        in flight is left to ``running``: the scheduler submits the next unit at once, so
+        counting this one off here would show one unit fewer than run whenever it draws."""
         self.failed += 1 if row.get("outcome") in ERRORS else 0
         self.resolved += 1 if row.get("outcome") == RESOLVED else 0
-        self._running = max(0, self._running - 1)
         self._refresh()
         self.bar.update(1)  # draws when mininterval has passed since the last drawing
 
