@@ -31,11 +31,10 @@ class RayOptions:
     ``sandbox_resource``/``sandbox_per_unit``: the custom Ray resource of a node that runs
     Docker work (``launch/ray_start.sh`` advertises one per CPU) and how much of it each unit,
     image build and view preparation holds (0: ask for none).
-    ``dashboard``: a local Ray also starts its dashboard, on 127.0.0.1 only, where the
-    units' tasks show under their names (``unit_task_name``; also ``ray list tasks``).
-    ``retry``: how a unit that ended in an infrastructure error runs again in this launch.
-    ``worker_lease_s``: how long the driver may keep a node's Ray worker for its next task of
-    the same kind while more wait in its queue (``hold_worker_leases``); above 0."""
+    ``dashboard``: a local Ray also starts its dashboard (127.0.0.1 only), where units' tasks
+    show under their names (``unit_task_name``). ``retry``: how a unit that ended in an
+    infrastructure error runs again in this launch. ``worker_lease_s``: how long the driver
+    may keep a node's worker for its next queued task (``hold_worker_leases``); above 0."""
 
     address: str | None = None
     max_concurrency: int = 2
@@ -98,8 +97,7 @@ def init_ray(options: RayOptions) -> str | None:
 
 
 LEASE_ENV = "RAY_worker_lease_timeout_milliseconds"
-"""Ray's setting (read from the environment by each Ray process as it starts) of how long a
-task submitter may keep a worker it leased from a node's raylet before returning it."""
+"""Ray's setting (read from the environment as a Ray process starts): how long a submitter keeps a leased worker."""
 
 
 def hold_worker_leases(options: RayOptions) -> None:
@@ -107,16 +105,13 @@ def hold_worker_leases(options: RayOptions) -> None:
     more tasks of the same kind wait in its queue (``LEASE_ENV``, set in this process before
     ``ray.init``; a local Ray's own processes inherit it).
 
-    Why: Ray's default (0.5 s) returns the worker after every task longer than that; the next
-    task for that node then needs a new lease through the driver's raylet, which on a cluster
-    spills it to a node, about 0.1 s on loopback during which the slot idles (only the node
-    where Ray queued the spare lease requests escapes it). ``bench/scheduling.py`` ``nodes``
-    measured 2 and 3 nodes at 0.91 and 0.86 scaling efficiency with it, 0.99 or more with 60 s.
-    The cost: other work waiting for that node (another launch's tasks, or this driver's tasks
-    of another kind) waits up to ``worker_lease_s`` plus one task. It applies only while the
-    driver has more tasks in flight than free slots (``max_concurrency`` above the cluster's
-    slots); else each worker goes back as its task ends. A Ray Client driver (``ray://``) runs
-    on the head and ignores it."""
+    Why: Ray's default (0.5 s) returns the worker after every longer task, and the next task
+    for that node needs a new lease through the driver's raylet (about 0.1 s on loopback with
+    the slot idle): ``bench/scheduling.py`` ``nodes`` measured 2 and 3 nodes at 0.91 and 0.86
+    scaling efficiency with it, 0.99 or more with 60 s. The cost: other work for that node
+    (another launch's, or this driver's tasks of another kind) waits up to ``worker_lease_s``
+    plus one task. It applies only while more tasks are in flight than free slots; else each
+    worker goes back as its task ends. A Ray Client driver (``ray://``) ignores it."""
     os.environ[LEASE_ENV] = str(max(1, round(float(options.worker_lease_s) * 1000)))
 
 

@@ -114,27 +114,23 @@ class ClusterConfig:
     Ray Client. A dashboard URL (``http://host:8265``) takes jobs, not drivers: submit the
     launch there with ``ray job submit`` instead."""
     max_concurrency: int = _RAY.max_concurrency
-    """Run units in flight at once (at least 1); the smaller of it and the cluster's slots run.
-    Above the slots (e.g. twice them), the surplus waits in Ray's queue and a node starts its
-    next unit as one ends, without a round trip to the driver."""
+    """Run units in flight at once (at least 1). Above the cluster's slots, the surplus waits in
+    Ray's queue and a node starts its next unit as one ends, without the driver's round trip."""
     cpus_per_unit: float = _RAY.cpus_per_unit
     """Ray CPU reservation of one unit (the container has its own limit); above 0."""
     image_build_cpus: float = _RAY.image_build_cpus
     """Ray CPU reservation of one image build."""
     sandbox_resource: str = _RAY.sandbox_resource
-    """Custom Ray resource of the nodes that run Docker work (``launch/ray_start.sh`` advertises
-    ``sandbox``, one per CPU; a local Ray advertises it too); units, image builds and view
-    preparations ask for it."""
+    """Custom Ray resource of the nodes that run Docker work (``launch/ray_start.sh`` and a local
+    Ray advertise ``sandbox``, one per CPU); units, image builds and view preparations ask for it."""
     sandbox_per_unit: float = _RAY.sandbox_per_unit
     """How much of ``sandbox_resource`` one unit holds (0: ask for none, for a cluster that does
     not advertise it); a launch whose cluster has no node with it fails at once, naming it."""
     dashboard: bool = _RAY.dashboard
-    """A local Ray (no ``address``) also starts Ray's dashboard, on 127.0.0.1 only: every unit's
-    task shows there, and in ``ray list tasks``, as ``<instance_id>/<level>/s<seed>/<key>``."""
+    """A local Ray (no ``address``) also starts Ray's dashboard, on 127.0.0.1 only; each unit's
+    task shows there (and in ``ray list tasks``) as ``<instance_id>/<level>/s<seed>/<key>``."""
     worker_lease_s: float = _RAY.worker_lease_s
-    """Seconds the driver may keep a node's Ray worker for its next queued unit before Ray may
-    give it to other work (``raydist.cluster.runner.hold_worker_leases``; Ray's own default,
-    0.5, costs a new lease per unit); above 0."""
+    """Seconds the driver may keep a node's Ray worker for its next queued unit (above 0; ``hold_worker_leases``)."""
 
     def __post_init__(self) -> None:
         address = self.address if isinstance(self.address, str) else ""
