@@ -28,12 +28,12 @@ if TYPE_CHECKING:  # imported where used: the sandbox's Limits loads Docker
     from raydist.views import ViewOptions
 
 # Files an agent's tools leave behind that are never part of a submission.
+IGNORED = ("__pycache__/", "*.pyc", ".pytest_cache/", "*.egg-info/", ".mypy_cache/")
+
 #: Agent kinds whose empty patch is graded all the same: the validity gate's scripted agents,
 #: whose test runs are the gate's evidence (SchrodingerRepo §V-C: the null agent's unchanged
 #: repository must not resolve). Any other agent's empty patch is not graded (``_not_graded``).
 GRADED_EMPTY = ("null", "oracle")
-
-IGNORED = ("__pycache__/", "*.pyc", ".pytest_cache/", "*.egg-info/", ".mypy_cache/")
 
 
 @dataclass(frozen=True)
@@ -119,6 +119,7 @@ def _base_row(unit: RunUnit) -> dict:
 def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared, traj_path: Path) -> dict:
     from raydist.agents.outcome import exposure_columns
     from raydist.grading import grade
+    from raydist.grading.apply import is_empty_patch
     from raydist.sandbox import Limits, connect, ensure_instance_image
     from raydist.views import RepoFiles, build_view, recover_patch
 
@@ -174,7 +175,7 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared, tr
     patch = recover_patch(original, final)
     if changes.dropped:  # changes a text patch cannot carry (binary files, symlinks): named, not lost
         out["view_meta"] = json.dumps({**view.meta, "recovery_dropped": changes.dropped}, default=str, sort_keys=True)
-    if not patch.strip() and settings.agent_kind not in GRADED_EMPTY:
+    if is_empty_patch(patch) and settings.agent_kind not in GRADED_EMPTY:
         out.update(_not_graded(unit, instance, patch))
         return out
     t1 = time.time()

@@ -43,6 +43,12 @@ def method_name(command: str) -> str:
     return METHOD_NAMES.get(command, command)
 
 
+def is_empty_patch(patch: str) -> bool:
+    """True for a patch with nothing to apply (empty or blank): applied as ``"empty"`` here,
+    and an agent's is not graded at all (``raydist.cluster.unit``)."""
+    return not patch.strip()
+
+
 def apply_patch(sandbox, patch: str, *, label: str, cwd: str = "/testbed", fallbacks: bool = True) -> ApplyResult:
     """Apply the unified diff ``patch`` to the git work tree ``cwd`` in ``sandbox`` with
     SWE-bench's ``GIT_APPLY_CMDS``, resetting the tree to HEAD between attempts.
@@ -55,7 +61,7 @@ def apply_patch(sandbox, patch: str, *, label: str, cwd: str = "/testbed", fallb
     raises for a patch that does not apply: that is an outcome, ``applied=False``, and (with
     fallbacks) the tree is left at HEAD. ``cwd`` must be a git work tree whose HEAD is the state to patch.
     """
-    if not patch.strip():
+    if is_empty_patch(patch):
         return ApplyResult(True, "empty", "")
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", label) or "patch"
     name = f"raydist-{slug}-{secrets.token_hex(6)}.patch"

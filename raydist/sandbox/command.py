@@ -41,18 +41,18 @@ _WRAPPER = (
     '[ "$o" = /dev/stdout ] || [ ! -s $o ] || cat $o; printf %s {marker}$rc.; exit $rc'
 )
 # The output also lands in a file, and the stream ends with a trailer: the marker, the exit
-# status in decimal and a full stop (so a trailer cut short is no trailer). Docker sometimes drops the attached output of a short exec
-# (moby/moby#27289, docker/docker-py#2042); a stream without its trailer is then replaced by
-# the file, read through the archive API, and the status is asked of the daemon. The file
-# lives in a volume of its own (mounted by ``Sandbox.create``), so a command that fills /tmp
-# or /testbed does not cost its own output (nor that of every later command), and a command
-# that writes more than ``LOG_SIZE`` bytes keeps the first ``LOG_SIZE``; were the file not
-# writable at all (no such volume), the output goes straight to the stream. Every command of
-# a sandbox truncates the same file, which frees the last command's output without an `rm`:
-# a sandbox runs one command at a time (the sweep after a command would kill another's), and
-# the sweep leaves nothing of an earlier command to write into it. Without the sweep (the
-# keep-alive unknown) a process left behind could, so each command then writes a file of its
-# own and removes the earlier ones.
+# status in decimal and a full stop (so a trailer cut short is no trailer). Docker sometimes
+# drops the attached output of a short exec (moby/moby#27289, docker/docker-py#2042); a stream
+# without its trailer is then replaced by the file, read through the archive API, and the
+# status is asked of the daemon. The file lives in a volume of its own (mounted by
+# ``Sandbox.create``), so a command that fills /tmp or /testbed does not cost its own output
+# (nor that of every later command), and a command that writes more than ``LOG_SIZE`` bytes
+# keeps the first ``LOG_SIZE``; were the file not writable at all (no such volume), the output
+# goes straight to the stream. Every command of a sandbox truncates the same file, which frees
+# the last command's output without an `rm`: a sandbox runs one command at a time (the sweep
+# after a command would kill another's), and the sweep leaves nothing of an earlier command to
+# write into it. Without the sweep (the keep-alive unknown) a process left behind could, so
+# each command then writes a file of its own and removes the earlier ones.
 LOG_DIR = "/run/raydist"
 LOG = f"{LOG_DIR}/exec.out"
 LOG_SIZE = 64 << 20  # bytes of one command's output the file keeps
