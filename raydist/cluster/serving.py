@@ -76,13 +76,25 @@ def serve_model(model: str, model_cfg: dict | None) -> Iterator:
             ray.util.remove_placement_group(group)
 
 
+SERVER_RUNTIME_ENV = {"env_vars": {"RAY_worker_niceness": "0"}}
+"""Runtime environment of a server actor: its worker, and the server it forks, run at nice 0.
+
+Ray starts every worker at nice 15 (its ``worker_niceness`` setting), below the raylet, the
+Docker daemon and the driver; a model server forked from such a worker would compute at the
+same low priority as the units' own work. llama.cpp's threads wait for each other at every
+layer, so any process that takes a core for a moment stalls the whole batch. With nice 0 the
+server keeps its cores while the units (still at 15) fill the moments it waits. This is what
+Ray's job manager does for a job's supervisor actor (``ray.dashboard.modules.job.job_manager``);
+starting a worker at the raylet's own priority needs no privilege."""
+
+
 def _server_actor(name: str, namespace: str, model_cfg: dict, group, index: int):
-    """``ModelServer`` with its Ray options: its name, CPUs and GPUs, and with replicas its
-    bundle of the placement group."""
+    """``ModelServer`` with its Ray options: its name, CPUs and GPUs, ``SERVER_RUNTIME_ENV``,
+    and with replicas its bundle of the placement group."""
     from raydist.models.server import ModelServer
 
     options = {"name": name, "namespace": namespace, "num_cpus": model_cfg.get("num_cpus", 1),
-               "num_gpus": model_cfg.get("num_gpus", 0)}
+               "num_gpus": model_cfg.get("num_gpus", 0), "runtime_env": SERVER_RUNTIME_ENV}
     if group is not None:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
