@@ -19,6 +19,7 @@ import os
 import sys
 from collections.abc import Sequence
 from importlib import resources
+from pathlib import Path
 
 MAIN = "raydist.launch"
 PROBLEMS = "raydist.problems.launch"
@@ -128,6 +129,21 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit status: 0 printed, 1 no run directory found.")
     report.add_argument("paths", nargs="+", metavar="RUN_DIR_OR_ROOT")
     report.add_argument("--output", metavar="FILE", help="also write the Markdown to FILE")
+
+    export = sub.add_parser("export", help="Write a run's results in another tool's format.", allow_abbrev=False)
+    export_sub = export.add_subparsers(dest="format", metavar="FORMAT", required=True)
+    swebench = export_sub.add_parser(
+        "swebench", allow_abbrev=False, formatter_class=fmt, usage="raydist export swebench RUN_DIR [--out DIR]",
+        help="SWE-bench predictions files of a finished run: one per model x agent x level x seed.",
+        description="Write <model>__<agent>__<level>__s<seed>.jsonl (instance_id, model_name_or_path, model_patch; "
+                    "one prediction per instance) for every cell of RUN_DIR's runs.parquet, as a launch writes them "
+                    "into RUN_DIR/preds. Patches of every level are in the original repository's coordinates.",
+        epilog="Grade one with the official harness:  swebench eval verified -p FILE --run-id ID\n"
+               "or submit it:  sb-cli submit swe-bench_verified test --predictions_path FILE --run_id ID\n"
+               "(the harness caches results by run id and instance: give each file its own run id).\n"
+               "Exit status: 0 written, 1 RUN_DIR has no runs.parquet.")
+    swebench.add_argument("run_dir", metavar="RUN_DIR")
+    swebench.add_argument("--out", metavar="DIR", help="where to write the files (default RUN_DIR/preds)")
     return parser
 
 
@@ -137,14 +153,14 @@ def command(argv: Sequence[str]) -> tuple[list[str] | None, argparse.Namespace]:
     The exec argv is ``[sys.executable, "-m", <entry module>, *hydra args]`` for ``run``,
     ``problems``, ``plan`` (``dry_run=true`` first) and ``config show`` (``--cfg job --resolve``
     first, a ``--resolve`` of the user's dropped);
-    None for ``report``, which runs in this process. Raises ``SystemExit(2)`` (argparse's usage
-    error) for an unknown command or an extra argument to ``report``, and ``SystemExit(0)``
+    None for ``report`` and ``export``, which run in this process. Raises ``SystemExit(2)``
+    (argparse's usage error) for an unknown command or an extra argument to ``report`` or ``export``, and ``SystemExit(0)``
     after printing ``--help``."""
     parser = build_parser()
     args, extra = parser.parse_known_args(list(argv))
-    if args.command == "report":
+    if args.command in ("report", "export"):
         if extra:
-            parser.error(f"report takes run directories, not {' '.join(extra)}")
+            parser.error(f"{args.command} takes no Hydra overrides: {' '.join(extra)}")
         return None, args
     if args.command == "run":
         module, prefix = MAIN, []
@@ -158,10 +174,27 @@ def command(argv: Sequence[str]) -> tuple[list[str] | None, argparse.Namespace]:
     return [sys.executable, "-m", module, *prefix, *extra], args
 
 
+def export_main(run_dir: str, out: str | None) -> int:
+    """``raydist export swebench``: write the files, print one line per file (path, predictions);
+    1 with the error on stderr when ``run_dir`` has no runs table."""
+    from raydist.results.export import ExportError, export_swebench
+
+    try:
+        written = export_swebench(Path(run_dir), Path(out) if out else None)
+    except ExportError as exc:
+        print(f"raydist: error: {exc}", file=sys.stderr)
+        return 1
+    for path, count in written:
+        print(f"{path}\t{count} predictions")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The console script ``raydist``. Hydra commands never return (the process becomes the
     job); ``report`` returns its exit status."""
     exec_argv, args = command(sys.argv[1:] if argv is None else argv)
+    if exec_argv is None and args.command == "export":
+        return export_main(args.run_dir, args.out)
     if exec_argv is None:
         from raydist.results.report import report_main
 

@@ -1,6 +1,6 @@
 """The main job: ``python -m raydist.launch [hydra overrides]``.
 
-config -> plan -> images -> views -> gate -> units on Ray -> rows -> runs.parquet, preds.jsonl,
+config -> plan -> images -> views -> gate -> units on Ray -> rows -> runs.parquet, preds/,
 summary.md (``raydist.driver``). Re-running the same command resumes: finished units are
 skipped. Every setting is a field of ``raydist.driver.config.LaunchConfig``; ``--cfg job``
 prints them resolved, ``dry_run=true`` prints the plan and starts nothing.

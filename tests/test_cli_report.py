@@ -81,3 +81,19 @@ def test_rows_are_read_without_runs_parquet_and_a_damaged_row_is_skipped(tmp_pat
     assert not (run / "runs.parquet").exists()
     assert report_main([str(run)]) == 0
     assert "| - | oracle | L0 | 1 | 1 | 100.0% | 1.0 | 0 | 0 | 0.0000 | 0 | 0 | 0 |" in capsys.readouterr().out
+
+
+def test_export_swebench_writes_a_file_per_cell_and_refuses_a_folder_without_tables(tmp_path, capsys):
+    import json
+
+    from raydist.cli import main
+
+    run = _run_dir(tmp_path / "run", [_row("a", "L0", "resolved", 2), _row("b", "L3", "unresolved", 4)])
+    ResultStore(run).compile(["a", "b"])
+    assert main(["export", "swebench", str(run), "--out", str(tmp_path / "out")]) == 0
+    out = tmp_path / "out"
+    assert capsys.readouterr().out.splitlines() == [f"{out}/oracle__oracle__L0__s0.jsonl\t1 predictions",
+                                                    f"{out}/oracle__oracle__L3__s0.jsonl\t1 predictions"]
+    assert [json.loads(line)["instance_id"] for line in (out / "oracle__oracle__L3__s0.jsonl").open()] == ["inst-b"]
+    assert main(["export", "swebench", str(tmp_path)]) == 1
+    assert capsys.readouterr().err.startswith(f"raydist: error: {tmp_path}: no readable runs.parquet")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -92,9 +93,13 @@ def test_rows_are_durable_and_a_rewrite_never_duplicates(tmp_path):
     table = store.compile(keys)
     assert table.num_rows == 4
     assert pq.read_table(tmp_path / "runs.parquet").column("key").to_pylist() == keys[:4]
-    preds = [json.loads(line) for line in (tmp_path / "preds.jsonl").read_text().splitlines()]
-    assert [p["instance_id"] for p in preds] == ["a__x-1"] * 4
-    assert set(preds[0]) == {"instance_id", "model_name_or_path", "model_patch", "level", "seed", "unit"}
+    assert not (tmp_path / "preds.jsonl").exists()  # one instance four times: the harness would keep the last
+    files = sorted(p.name for p in (tmp_path / "preds").iterdir())
+    assert files == ["gemma3-270m__miniswe__L0__s0.jsonl", "gemma3-270m__miniswe__L0__s1.jsonl",
+                     "gemma3-270m__miniswe__L0__s2.jsonl", "gemma3-270m__miniswe__L3__s0.jsonl"]
+    for path in (tmp_path / "preds").iterdir():
+        preds = [json.loads(line) for line in path.read_text().splitlines()]
+        assert [set(p) for p in preds] == [{"instance_id", "model_name_or_path", "model_patch"}]
     assert not list((tmp_path / "rows").glob("*.tmp*"))
 
 
@@ -258,8 +263,24 @@ def test_trajectory_file_name_cannot_leave_the_run_directory():
     assert "/" not in trajectory_name(RunUnit("/tmp/a/b", "h", "m", "oracle", "L3", 2, "c"))
 
 
-def test_per_view_prediction_files_hold_one_prediction_per_instance_and_load_in_the_swebench_harness(tmp_path):
+def sb_cli_predictions(path: Path) -> list[dict]:
+    """What sb-cli 0.1.5 checks before it submits a file (``sb_cli/submit.py``,
+    ``process_predictions``; not a dependency: it pins click<8.2): every line a JSON object
+    with ``instance_id``, ``model_patch`` and ``model_name_or_path``, one model per file, no
+    instance twice. Raises as sb-cli does (``KeyError``, ``ValueError``)."""
+    preds = [{k: p[k] for k in ("instance_id", "model_patch", "model_name_or_path")}
+             for p in map(json.loads, path.read_text().splitlines())]
+    if len({p["model_name_or_path"] for p in preds}) > 1:
+        raise ValueError("All predictions must be for the same model")
+    if len({p["instance_id"] for p in preds}) != len(preds):
+        raise ValueError("Duplicate instance IDs found in predictions - please remove duplicates before submitting")
+    return preds
+
+
+def test_prediction_files_hold_one_cell_each_and_load_in_the_harness_and_sb_cli(tmp_path):
     from swebench.harness.utils import get_predictions_from_file
+
+    from raydist.results.export import run_tag
 
     store = ResultStore(tmp_path)
     units = _units()
@@ -267,9 +288,38 @@ def test_per_view_prediction_files_hold_one_prediction_per_instance_and_load_in_
         store.write_row(_row(unit, model_patch=f"patch of {unit.instance_id} {unit.level} {unit.seed}"))
     store.compile([u.key for u in units])
     files = sorted(p.name for p in (tmp_path / "preds").iterdir())
-    assert files == [f"{level}.s{seed}.jsonl" for level in ("L0", "L3") for seed in (0, 1, 2)]
-    preds = get_predictions_from_file(str(tmp_path / "preds" / "L3.s1.jsonl"), "unused", "test")
-    assert preds == [
-        {"instance_id": "a__x-1", "model_patch": "patch of a__x-1 L3 1", "model_name_or_path": "gemma3-270m__L3__s1"},
-        {"instance_id": "b__y-2", "model_patch": "patch of b__y-2 L3 1", "model_name_or_path": "gemma3-270m__L3__s1"},
+    assert files == [f"gemma3-270m__miniswe__{level}__s{seed}.jsonl" for level in ("L0", "L3") for seed in (0, 1, 2)]
+    name = f"gemma3-270m__miniswe__L3__s1__{run_tag(tmp_path)}"
+    path = tmp_path / "preds" / "gemma3-270m__miniswe__L3__s1.jsonl"
+    assert get_predictions_from_file(str(path), "unused", "test") == [
+        {"instance_id": "a__x-1", "model_name_or_path": name, "model_patch": "patch of a__x-1 L3 1"},
+        {"instance_id": "b__y-2", "model_name_or_path": name, "model_patch": "patch of b__y-2 L3 1"},
     ]
+    for path in (tmp_path / "preds").iterdir():
+        assert [p["instance_id"] for p in sb_cli_predictions(path)] == ["a__x-1", "b__y-2"]
+    # The check fails on what it exists to catch: a file mixing two cells (the old top-level preds.jsonl).
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text("".join((tmp_path / "preds" / f).read_text() for f in files[:2]))
+    with pytest.raises(ValueError, match="All predictions must be for the same model"):
+        sb_cli_predictions(mixed)
+
+
+def test_two_runs_never_share_a_model_name_and_an_old_layouts_files_go(tmp_path):
+    from raydist.results.export import export_swebench
+
+    names = []
+    for run in ("one", "two"):
+        store = ResultStore(tmp_path / run)
+        units = _units()[:1]
+        store.write_row(_row(units[0], model_patch="p"))
+        (tmp_path / run / "preds").mkdir(parents=True, exist_ok=True)
+        (tmp_path / run / "preds" / "L0.s0.jsonl").write_text("{}\n")  # an earlier layout's file
+        store.compile([units[0].key])
+        assert sorted(p.name for p in (tmp_path / run / "preds").iterdir()) == ["gemma3-270m__miniswe__L0__s0.jsonl"]
+        names.append(json.loads((tmp_path / run / "preds" / "gemma3-270m__miniswe__L0__s0.jsonl").read_text())[
+            "model_name_or_path"])
+    assert names[0] != names[1] and names[0].startswith("gemma3-270m__miniswe__L0__s0__")
+    # Exporting again writes the same file, byte for byte, elsewhere.
+    written = export_swebench(tmp_path / "one", tmp_path / "out")
+    assert written == [(tmp_path / "out" / "gemma3-270m__miniswe__L0__s0.jsonl", 1)]
+    assert written[0][0].read_bytes() == (tmp_path / "one" / "preds" / "gemma3-270m__miniswe__L0__s0.jsonl").read_bytes()

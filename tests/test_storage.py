@@ -278,7 +278,8 @@ def test_a_launch_writes_its_run_directory_to_the_storage_and_a_launch_elsewhere
     assert files == sorted(p.relative_to(here).as_posix() for p in here.rglob("*")
                            if p.is_file() and p.name != ".launch.lock")
     [row] = [f for f in files if f.startswith("rows/")]
-    assert {"runs.parquet", "steps.parquet", "preds.jsonl", "summary.md", ".hydra/config.yaml"} <= set(files)
+    assert {"runs.parquet", "steps.parquet", "preds/null__null__L0__s0.jsonl", "summary.md",
+            ".hydra/config.yaml"} <= set(files)
     assert [f.split("/")[0] for f in files if f.startswith(("trajectories/", "grading/"))] == [
         "grading", "trajectories"]
     assert (kept / "runs.parquet").read_bytes() == (here / "runs.parquet").read_bytes()

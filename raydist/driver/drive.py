@@ -24,7 +24,7 @@ from raydist.outcomes import InfrastructureError
 
 def run_job(job: Job, *, execute: Callable[..., dict] | None = None) -> int:
     """Run the units of ``job`` that are not finished yet, then write ``runs.parquet``,
-    ``steps.parquet``, ``preds.jsonl`` and ``summary.md`` in ``job.run_dir``, print the
+    ``steps.parquet``, ``preds/`` and ``summary.md`` in ``job.run_dir``, print the
     summary and return the exit status (``raydist.driver.report.exit_status``: 0, 1, 3 or 130),
     and ``budget.json`` (``raydist.cluster.budget.Spending``): what the model calls spent and
     the units ``job.budget`` kept from starting.

@@ -7,13 +7,12 @@ travel in the row dict under ``step_records`` and go to ``steps/<key>.parquet`` 
 way, before the row, so a row on disk always has its steps beside it; so do its files
 (``files``: trajectory and grading log, sent back from whichever node ran the unit, so the run
 directory on the driver is complete). ``compile`` gathers
-the rows of a plan into ``runs.parquet``, ``steps.parquet`` and ``preds.jsonl``.
+the rows of a plan into ``runs.parquet``, ``steps.parquet`` and ``preds/`` (SWE-bench predictions).
 """
 
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +23,7 @@ import pyarrow.parquet as pq
 
 from raydist._util.files import atomic_write_parquet, atomic_write_text, temporary_beside
 from raydist.outcomes import OUTCOMES, retryable
+from raydist.results.export import PREDS_DIR, write_predictions
 from raydist.results.schema import RUNS_SCHEMA, STEPS_SCHEMA, conform_table, normalise_row, step_rows, table_from_rows
 
 
@@ -39,7 +39,7 @@ class ResultStore:
 
     ``run_dir`` layout: ``rows/<key>.parquet`` (one per finished unit), ``steps/<key>.parquet``
     (its executed commands, when it ran any), ``trajectories/`` and ``grading/`` (the units'
-    files, ``FILE_FOLDERS``), ``runs.parquet``, ``steps.parquet``, ``preds.jsonl``,
+    files, ``FILE_FOLDERS``), ``runs.parquet``, ``steps.parquet``, ``preds/``,
     ``summary.md``. ``mirror`` (a ``raydist._util.storage.Storage``, the run directory's place
     under ``storage=``): each row's files are copied there once written (``write_row``); the
     rest is the launch's to copy (``raydist._util.storage.mirrored``).
@@ -178,12 +178,12 @@ class ResultStore:
     def compile(self, keys: Iterable[str]) -> pa.Table:
         """Write ``runs.parquet`` (one row per finished unit among ``keys``, in plan order),
         ``steps.parquet`` (their executed commands, ``STEPS_SCHEMA``, in plan then step
-        order; an unreadable steps file contributes none), ``preds.jsonl`` (SWE-bench
-        predictions format plus ``level``, ``seed``, ``unit``, every unit) and
-        ``preds/<level>.s<seed>.jsonl``: one file per view with one prediction per instance,
-        which the official harness takes as is (``python -m swebench.harness.run_evaluation
-        --predictions_path ...``; it keys predictions by instance_id, so views must not share a
-        file). Their ``model_name_or_path`` names the view, so harness logs do not collide.
+        order; an unreadable steps file contributes none) and
+        ``preds/<model>__<agent>__<level>__s<seed>.jsonl``: one SWE-bench predictions file per
+        cell with one prediction per instance, which the official harness and sb-cli take as
+        is (``raydist.results.export``: the harness keys predictions by instance_id, so cells
+        must not share a file; ``model_name_or_path`` names the cell and the run, so harness
+        logs do not collide).
         Returns the runs table. Raises ``ValueError`` naming the key when a stored row or step
         has a column the schema lacks (a file of an older schema): it is refused, not dropped.
 
@@ -248,25 +248,13 @@ class ResultStore:
             os.replace(tmp, final)
 
     def _write_preds(self, table: pa.Table) -> None:
-        """``preds.jsonl`` and ``preds/<level>.s<seed>.jsonl`` of the rows of ``table``."""
-        columns = ["instance_id", "model", "agent", "model_patch", "level", "seed", "key"]
-        preds: list[str] = []
-        per_view: dict[tuple[str, int], list[str]] = {}
-        for batch in table.select(columns).to_batches(max_chunksize=1024):
-            for r in batch.to_pylist():
-                name = r["model"] if r["model"] != "-" else r["agent"]
-                patch = r["model_patch"] or ""
-                preds.append(json.dumps({"instance_id": r["instance_id"], "model_name_or_path": name,
-                                         "model_patch": patch, "level": r["level"], "seed": r["seed"],
-                                         "unit": r["key"]}) + "\n")
-                per_view.setdefault((r["level"], r["seed"]), []).append(json.dumps(
-                    {"instance_id": r["instance_id"], "model_patch": patch,
-                     "model_name_or_path": f"{name}__{r['level']}__s{r['seed']}"}) + "\n")
-        atomic_write_text(self.run_dir / "preds.jsonl", "".join(preds))
-        folder = self.run_dir / "preds"
-        folder.mkdir(exist_ok=True)
-        for (level, seed), lines in per_view.items():
-            atomic_write_text(folder / f"{level}.s{seed}.jsonl", "".join(lines))
+        """``preds/<model>__<agent>__<level>__s<seed>.jsonl`` of the rows of ``table``
+        (``raydist.results.export``); a ``.jsonl`` left in ``preds/`` by an earlier layout or
+        cell is removed, so the folder holds exactly this run's cells."""
+        written = {path.name for path, _ in write_predictions(table, self.run_dir)}
+        for old in (self.run_dir / PREDS_DIR).glob("*.jsonl"):
+            if old.name not in written:
+                old.unlink(missing_ok=True)
 
 
 def _stems(folder: Path) -> set[str]:
