@@ -20,11 +20,12 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Dict, Optional
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from raydist.agents.settings import AGENT_KINDS, default_agents
 from raydist.cluster.plan import KEYLESS_AGENT_SETTINGS
 from raydist.cluster.runner import RayOptions
+from raydist.driver.benchmark import BenchmarkConfig
 from raydist.outcomes import RetryPolicy
 from raydist.sandbox.container import Limits
 from raydist.views.base import TIMING_OPTIONS, ViewOptions
@@ -180,24 +181,6 @@ class BudgetConfig:
         from raydist.models.admission import Budget
 
         _build("budget", Budget, self)
-
-
-@dataclass
-class BenchmarkConfig:
-    """``benchmark``: the instances (a ``benchmark=`` group option names one set)."""
-
-    name: str = MISSING
-    """Names the run directory (``<output_root>/<name>/...``)."""
-    source: Optional[str] = None
-    """``builtin``, a SWE-bench-format file (.jsonl, .json, .parquet) or hf://<dataset>@<split>."""
-    ids: Any = None
-    """Instance ids to run (a list or one id), or null for all."""
-    limit: Optional[int] = None
-    """At most this many instances (the first ones), or null for all."""
-    kind: str = "tasks"
-    """``tasks`` (repositories, this launcher) or ``problems`` (``raydist.problems.launch``)."""
-    dataset: Optional[str] = None
-    """The seed-problem set of a ``problems`` benchmark."""
 
 
 @dataclass

@@ -240,15 +240,15 @@ def _check_model(model: str, local: Mapping[str, Any] | None) -> None:
 
 
 def _load(cfg: DictConfig) -> list:
-    from raydist.tasks import MalformedInstance, load_instances
+    from raydist.driver.benchmark import load_benchmark
+    from raydist.tasks import MalformedInstance
 
     bench = cfg.benchmark
     if bench.get("kind") == "problems":
         raise JobError(f"benchmark={bench.name} is a set of seed problems, not repository tasks: run "
                        f"`python -m raydist.problems.launch benchmark={bench.name}`")
     try:
-        ids = [bench.ids] if isinstance(bench.ids, str) else (list(bench.ids) if bench.ids else None)
-        return load_instances(str(bench.source), ids=ids, limit=bench.limit)
+        return load_benchmark(bench)
     except (MalformedInstance, FileNotFoundError, ValueError) as exc:
         raise JobError(f"benchmark={bench.name}: {exc}") from exc
 
