@@ -8,8 +8,8 @@ pytest's junit XML through a channel the tests cannot forge by printing
 (:mod:`raydist.grading.junit`, ``grading_channel="junit"``), cross-checked with the record of
 a guard plugin that catches in-process rewriting of pytest's reporting
 (:mod:`raydist.grading.guard`); a test command that is not one
-plain pytest call is graded from its log with SWE-bench's pytest log parser
-(``grading_channel="log"``). The instance is resolved iff every FAIL_TO_PASS and every
+plain pytest call is graded from its log with the log parser swebench uses for the
+instance's repository (``raydist.grading.outcomes.log_parser_for``; ``grading_channel="log"``). The instance is resolved iff every FAIL_TO_PASS and every
 PASS_TO_PASS test passes (swebench.harness.grading: ``get_eval_tests_report`` /
 ``get_resolution_status``); an id the run did not report is ``MISSING`` and never passes.
 """
@@ -204,7 +204,7 @@ def _graded(instance, model: ApplyResult, run, documents: tuple[bytes | None, by
     cause = "tests_timed_out" if error else None
     xml, record = documents
     if xml is None:
-        channel, tests = "log", parse_test_log(run.output)
+        channel, tests = "log", parse_test_log(run.output, instance)
         keyed = tests
         lookup = {t: t for t in f2p + p2p}
     else:

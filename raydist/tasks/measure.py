@@ -76,7 +76,7 @@ def host_runner(work: Path) -> TestRunner:
                 subprocess.run(recipe.install_repo, shell=True, cwd=root, env=env, check=True, capture_output=True)
             done = subprocess.run(instance.require_test_cmd(), shell=True, cwd=root, env=env,
                                   capture_output=True, text=True, timeout=600)
-            return parse_statuses(done.stdout + done.stderr)
+            return parse_statuses(done.stdout + done.stderr, instance)
 
     return run
 
@@ -111,11 +111,13 @@ def docker_runner(work: Path, timeout: float = 600) -> TestRunner:
     return run
 
 
-def parse_statuses(log: str) -> dict[str, str]:
-    """Test id -> PASSED/FAILED/ERROR/SKIPPED/XFAIL from a ``pytest -rA`` log (SWE-bench's parser)."""
-    from swebench.harness.log_parsers.python import parse_log_pytest
+def parse_statuses(log: str, instance: Instance | None = None) -> dict[str, str]:
+    """Test id -> PASSED/FAILED/ERROR/SKIPPED/XFAIL from a test log, by the parser swebench uses
+    for ``instance``'s repository (``raydist.grading.outcomes.log_parser_for``; pytest's ``-rA``
+    parser when None)."""
+    from raydist.grading.outcomes import parse_test_log
 
-    return parse_log_pytest(log, None)
+    return parse_test_log(log, instance)
 
 
 def measure(instance: Instance, run: TestRunner, repeat: int = 2) -> tuple[tuple[str, ...], tuple[str, ...]]:
