@@ -88,3 +88,22 @@ def test_filter_slice_ids_and_limit_on_the_shared_files():
         load_benchmark(BenchmarkConfig(name="swebench", path=str(VERIFIED), ids=picked, instance_ids=picked))
     with pytest.raises(ValueError, match=r"^benchmark\.source='builtin' and benchmark\.path="):
         load_benchmark(BenchmarkConfig(name="swebench", path=str(VERIFIED), source="builtin"))
+
+
+@pytest.mark.ray
+@pytest.mark.shared_data
+@needs_data
+def test_an_official_row_without_a_recipe_ends_as_an_input_error_naming_its_official_image(tmp_path):
+    import subprocess
+    import sys
+
+    import pyarrow.parquet as pq
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-m", "raydist.launch", f"output_root={tmp_path}", "benchmark=swebench",
+                           f"benchmark.path={LITE}", "benchmark.filter=django__django-11099", "agent=oracle",
+                           "levels=[L0]", "gate=false"], cwd=root, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stderr[-2000:]
+    [row] = pq.read_table(tmp_path / "swebench" / "oracle" / "gemma3-270m" / "L0__s0" / "runs.parquet").to_pylist()
+    assert (row["instance_id"], row["outcome"], row["error_cause"]) == ("django__django-11099", "input_error", "no_recipe")
+    assert "swebench/sweb.eval.x86_64.django_1776_django-11099:latest" in row["error"]

@@ -124,10 +124,13 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared, tr
     from raydist.views import RepoFiles, build_view, recover_patch
 
     if instance.recipe is None:
+        from raydist.sandbox.official import official_image_name
+
         raise UnitInputError(
-            f"instance {instance.instance_id!r} has no build recipe (sdist); raydist builds images "
-            "offline from a PyPI sdist: add an `sdist` field, or run it where its SWE-bench image exists",
-            cause="no_recipe")
+            f"instance {instance.instance_id!r} has no build recipe (sdist): raydist builds each instance's "
+            "image offline from a PyPI sdist and exact pins and does not run SWE-bench's prebuilt images "
+            f"(this row's is {official_image_name(instance)}); give the row `sdist` and `install` fields "
+            "as the rows of ../shared/data/swebench/offline.jsonl have", cause="no_recipe")
     if not instance.test_cmd:
         raise UnitInputError(f"instance {instance.instance_id!r} has no test_cmd; add one to the instance",
                              cause="no_test_cmd")
