@@ -118,33 +118,18 @@ def _base_row(unit: RunUnit) -> dict:
 
 def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared, traj_path: Path) -> dict:
     from raydist.agents.outcome import exposure_columns
-    from raydist.grading import grade
     from raydist.grading.apply import is_empty_patch
-    from raydist.sandbox import Limits, connect, ensure_instance_image
-    from raydist.views import RepoFiles, build_view, recover_patch
+    from raydist.sandbox import Limits
+    from raydist.views import build_view, recover_patch
 
-    if instance.recipe is None:
-        from raydist.sandbox.official import official_image_name
-
-        raise UnitInputError(
-            f"instance {instance.instance_id!r} has no build recipe (sdist): raydist builds each instance's "
-            "image offline from a PyPI sdist and exact pins and does not run SWE-bench's prebuilt images "
-            f"(this row's is {official_image_name(instance)}); give the row `sdist` and `install` fields "
-            "as the rows of ../shared/data/swebench/offline.jsonl have", cause="no_recipe")
-    if not instance.test_cmd:
-        raise UnitInputError(f"instance {instance.instance_id!r} has no test_cmd; add one to the instance",
-                             cause="no_test_cmd")
-    client = connect(settings.docker_host)
-    image = ensure_instance_image(client, instance.recipe, base_tag=settings.base_image,
-                                  cache_dir=Path(settings.cache_dir))
-    repo = RepoFiles(Path(image.repo_dir))
+    client, tag, repo, grade = _instance_image(instance, settings)
     view = build_view(instance, repo, unit.level, unit.seed, settings.view_options, prepared)
     limits = settings.limits or Limits()
 
     t0 = time.time()
     from raydist.sandbox import Sandbox
 
-    with Sandbox.create(client, image.tag, limits=limits, network=settings.network,
+    with Sandbox.create(client, tag, limits=limits, network=settings.network,
                         labels={"raydist.unit": unit.key}, name=f"agent-{unit.key[:12]}") as box:
         initial = _install_view(box, view)
         outcome = _run_agent(settings, view, box, endpoint, traj_path, instance, repo)
@@ -182,7 +167,7 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared, tr
         out.update(_not_graded(unit, instance, patch))
         return out
     t1 = time.time()
-    result = grade(client, instance, image.tag, patch, timeout=settings.grading_timeout_s, limits=limits)
+    result = grade(client, instance, tag, patch, timeout=settings.grading_timeout_s, limits=limits)
     out.update(
         # An empty submission has nothing to apply: null, not a misleading True.
         resolved=bool(result.resolved), model_patch=patch, patch_applied=result.applied if patch else None,
@@ -204,6 +189,43 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared, tr
             # (a forgery) are the agent's outcome: unresolved, with the reason.
             out["outcome"] = INPUT_ERROR
     return out
+
+
+def _instance_image(instance, settings: UnitSettings):
+    """``(client, image tag, RepoFiles of its /testbed, grade function)`` of ``instance``: raydist's
+    own image of its sdist recipe, graded by ``raydist.grading.grade``; or, for an official
+    SWE-bench 5.x row (no recipe, an ``eval_script``), its official image (``raydist.sandbox.official``),
+    graded by swebench's eval script and report (``raydist.grading.official``). Raises
+    ``UnitInputError`` for a row with neither, or without a test command, and
+    ``InfrastructureError`` (cause ``official_image``) when the official image is neither here
+    nor pullable."""
+    from raydist.grading import grade
+    from raydist.grading.official import grade_official, has_eval_script
+    from raydist.sandbox import connect, ensure_instance_image
+    from raydist.sandbox.official import OfficialImageMissing, ensure_official_image, official_image_name, official_repo_dir
+    from raydist.views import RepoFiles
+
+    if instance.recipe is None and has_eval_script(instance):
+        client = connect(settings.docker_host)
+        try:
+            tag = ensure_official_image(client, instance)
+        except OfficialImageMissing as exc:
+            raise InfrastructureError(str(exc), cause="official_image") from None
+        return client, tag, RepoFiles(official_repo_dir(client, tag, Path(settings.cache_dir))), grade_official
+    if instance.recipe is None:
+        raise UnitInputError(
+            f"instance {instance.instance_id!r} has no build recipe (sdist) and no eval_script: raydist builds an "
+            "instance's image offline from a PyPI sdist and exact pins, or runs an official SWE-bench 5.x row "
+            f"(image, eval_script, log_parser, eval_type) on its image (this row's is {official_image_name(instance)}); "
+            "give the row `sdist` and `install` fields as the rows of ../shared/data/swebench/offline.jsonl have, or "
+            "use the dataset's 5.x rows", cause="no_recipe")
+    if not instance.test_cmd:
+        raise UnitInputError(f"instance {instance.instance_id!r} has no test_cmd; add one to the instance",
+                             cause="no_test_cmd")
+    client = connect(settings.docker_host)
+    image = ensure_instance_image(client, instance.recipe, base_tag=settings.base_image,
+                                  cache_dir=Path(settings.cache_dir))
+    return client, image.tag, RepoFiles(Path(image.repo_dir)), grade
 
 
 def _not_graded(unit: RunUnit, instance, patch: str) -> dict:

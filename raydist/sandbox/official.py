@@ -8,6 +8,8 @@ which official image a row without such a recipe would need.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 DEFAULT_NAMESPACE = "swebench"
 
 
@@ -19,3 +21,54 @@ def official_image_name(instance, namespace: str = DEFAULT_NAMESPACE) -> str:
 
     image = (getattr(instance, "extra", None) or {}).get("image")
     return str(image) if image else expected_image(instance.instance_id, namespace)
+
+
+class OfficialImageMissing(LookupError):
+    """An official row's image is neither in the Docker daemon nor pullable from here."""
+
+
+def ensure_official_image(client, instance, namespace: str = DEFAULT_NAMESPACE, *, pull: bool = True) -> str:
+    """The tag of ``instance``'s official image (``official_image_name``), pulled first when it
+    is not in the daemon and ``pull``. Raises ``OfficialImageMissing`` naming the image, what the
+    pull said, and the ways to get it (pull it on a host with network, build it with swebench's
+    harness, or ``raydist.sandbox.official_build`` offline)."""
+    from docker.errors import APIError, ImageNotFound
+
+    name = official_image_name(instance, namespace)
+    try:
+        client.images.get(name)
+        return name
+    except ImageNotFound:
+        pass
+    why = "pulling is off"
+    if pull:
+        repository, _, tag = name.rpartition(":") if ":" in name.rsplit("/", 1)[-1] else (name, "", "latest")
+        try:
+            client.images.pull(repository, tag=tag or "latest")
+            return name
+        except APIError as exc:
+            why = f"the pull failed: {str(exc)[:300]}"
+    raise OfficialImageMissing(
+        f"instance {instance.instance_id!r}: its image {name} is not in the Docker daemon and {why}; pull it on a "
+        "host that reaches the registry (`docker pull " + name + "`), build it with swebench's harness "
+        "(`swebench images build ...`), or build its layout offline from a row with an sdist recipe "
+        "(`python -m raydist.sandbox.official_build`)")
+
+
+def official_repo_dir(client, image: str, cache_dir: Path) -> Path:
+    """A host copy of ``image``'s ``/testbed`` at HEAD (``git archive``), cached under
+    ``cache_dir/repos/official-<image id>``: the repository views are built from, exactly as
+    ``raydist.sandbox.images`` exports its own images'."""
+    from raydist.sandbox.container import Limits, Sandbox
+    from raydist.sandbox.images import _export_repo
+    from raydist.sandbox.sources import file_lock
+
+    key = "official-" + client.images.get(image).id.split(":")[-1][:16]
+    repo_dir = Path(cache_dir) / "repos" / key
+    with file_lock(Path(cache_dir) / "locks" / f"{key}.lock"):
+        if not repo_dir.is_dir():
+            with Sandbox.create(client, image, limits=Limits(), name=f"export-{key}", user="root",
+                                labels={"raydist.role": "repo-export"}) as box:
+                box.exec("git config --global --add safe.directory '*'", timeout=60)
+                _export_repo(box, repo_dir, image)
+    return repo_dir

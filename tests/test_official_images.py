@@ -1,0 +1,107 @@
+"""Official SWE-bench rows on images in the official layout: an image built here from a shared
+offline instance (``raydist.sandbox.official_build``), its 5.x row (``image``, ``eval_script``,
+``log_parser``, ``eval_type``, no recipe), units on that image graded by swebench's eval script
+and report (``raydist.grading.official``) at L0 and at the L2/L3 views."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+OFFLINE = ROOT.parent / "shared" / "data" / "swebench" / "offline.jsonl"
+INSTANCE = "pallets__flask-4992"
+NAMESPACE = "raydist-test"  # not swebench's: never mistaken for a pulled image
+
+pytestmark = [pytest.mark.docker, pytest.mark.shared_data,
+              pytest.mark.skipif(not OFFLINE.is_file(), reason=f"{OFFLINE} (shared reference data) is absent")]
+
+
+@pytest.fixture(scope="module")
+def official_rows(tmp_path_factory) -> Path:
+    from raydist.sandbox import connect
+    from raydist.sandbox.official_build import build_official_image
+    from raydist.tasks import load_instances
+
+    [instance] = load_instances(str(OFFLINE), ids=[INSTANCE])
+    cache = Path.home() / ".cache" / "raydist"
+    row = build_official_image(connect(None), instance, cache_dir=cache, namespace=NAMESPACE)
+    path = tmp_path_factory.mktemp("official") / "rows.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    return path
+
+
+def test_the_row_is_swebench_5_schema_and_its_test_spec_is_swebenchs(official_rows):
+    from raydist.grading.official import test_spec_of
+    from raydist.tasks import load_instances
+
+    row = json.loads(official_rows.read_text())
+    assert row["image"] == "raydist-test/sweb.eval.x86_64.pallets_1776_flask-4992:latest"
+    assert not {"sdist", "install", "test_cmd"} & set(row) and row["log_parser"] == "parse_log_pytest"
+    [instance] = load_instances(str(official_rows))
+    spec = test_spec_of(instance)
+    assert spec.eval_script.count(">>>>> Test Exit Code") == 1  # make_test_spec records the exit status
+    assert f"git checkout {row['base_commit']} tests/static/config.toml tests/test_config.py" in spec.eval_script
+
+
+def test_gold_resolves_an_empty_patch_does_not_and_an_early_exit_is_not_a_pass(official_rows):
+    from raydist.grading.official import grade_official
+    from raydist.sandbox import connect
+    from raydist.tasks import load_instances
+
+    [instance] = load_instances(str(official_rows))
+    client, image = connect(None), instance.extra["image"]
+    gold = grade_official(client, instance, image, instance.patch, timeout=600)
+    assert (gold.resolved, gold.grading_channel, gold.missing, gold.error) == (True, "official", 0, None)
+    assert set(gold.fail_to_pass.values()) == {"PASSED"} and len(gold.pass_to_pass) == 18
+    empty = grade_official(client, instance, image, "", timeout=600)
+    assert (empty.resolved, empty.fail_to_pass["tests/test_config.py::test_config_from_file_toml"]) == (False, "FAILED")
+    # The patch's code ends the test process at once with status 0, before any test: no result is a pass.
+    exiting = ("diff --git a/tests/conftest.py b/tests/conftest.py\n--- a/tests/conftest.py\n+++ b/tests/conftest.py\n"
+               "@@ -1,3 +1,5 @@\n+import os\n+os._exit(0)\n")
+    early = grade_official(client, instance, image, exiting, timeout=600)
+    assert early.resolved is False and early.error_cause in ("tests_not_reported", "patch_does_not_apply")
+
+
+def _launch(tmp_path: Path, rows: Path, agent: str) -> list[dict]:
+    done = subprocess.run([sys.executable, "-m", "raydist.launch", f"output_root={tmp_path}", "benchmark=swebench",
+                           f"benchmark.path={rows}", f"agent={agent}", "levels=[L0,L2,L3]"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = tmp_path / "swebench" / agent / "gemma3-270m" / "L0_L2_L3__s0"
+    return pq.read_table(run / "runs.parquet").to_pylist()
+
+
+@pytest.mark.ray
+@pytest.mark.slow  # two launches of three units, each graded by its eval script: about 2 minutes
+def test_oracle_resolves_and_null_does_not_at_l0_and_the_l2_l3_views(official_rows, tmp_path):
+    rows = _launch(tmp_path, official_rows, "oracle")
+    assert [(r["level"], r["resolved"], r["grading_channel"]) for r in rows] == [
+        ("L0", True, "official"), ("L2", True, "official"), ("L3", True, "official")]
+    run = tmp_path / "swebench" / "oracle" / "gemma3-270m" / "L0_L2_L3__s0"
+    assert len(list((run / "grading").glob("*.grading.log"))) == 3
+    pred = json.loads((run / "preds" / "oracle__oracle__L2__s0.jsonl").read_text())
+    assert pred["instance_id"] == INSTANCE and pred["model_patch"].startswith("diff --git a/src/flask/config.py")
+    rows = _launch(tmp_path, official_rows, "null")
+    assert [(r["level"], r["resolved"], r["outcome"]) for r in rows] == [
+        ("L0", False, "unresolved"), ("L2", False, "unresolved"), ("L3", False, "unresolved")]
+
+
+@pytest.mark.ray
+def test_a_row_whose_image_is_neither_here_nor_pullable_is_an_infrastructure_error_naming_it(official_rows, tmp_path):
+    row = json.loads(official_rows.read_text())
+    row["image"] = "raydist-test/sweb.eval.x86_64.nowhere_1776_none-1:latest"
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps(row) + "\n")
+    done = subprocess.run([sys.executable, "-m", "raydist.launch", f"output_root={tmp_path}", "benchmark=swebench",
+                           f"benchmark.path={rows}", "agent=oracle", "levels=[L0]", "resume.max_attempts=1"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stderr[-3000:]
+    [unit] = pq.read_table(tmp_path / "swebench" / "oracle" / "gemma3-270m" / "L0__s0" / "runs.parquet").to_pylist()
+    assert (unit["outcome"], unit["error_cause"]) == ("infrastructure_error", "official_image")
+    assert unit["error"].startswith(f"InfrastructureError: instance {INSTANCE!r}: its image {row['image']} is not in")
