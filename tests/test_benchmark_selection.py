@@ -107,3 +107,15 @@ def test_an_official_row_without_a_recipe_ends_as_an_input_error_naming_its_offi
     [row] = pq.read_table(tmp_path / "swebench" / "oracle" / "gemma3-270m" / "L0__s0" / "runs.parquet").to_pylist()
     assert (row["instance_id"], row["outcome"], row["error_cause"]) == ("django__django-11099", "input_error", "no_recipe")
     assert "swebench/sweb.eval.x86_64.django_1776_django-11099:latest" in row["error"]
+
+
+def test_the_official_image_is_the_rows_own_else_swebenchs_name_under_the_namespace():
+    from types import SimpleNamespace
+
+    from raydist.sandbox.official import official_image_name
+
+    row = SimpleNamespace(instance_id="django__django-11099", extra={})
+    assert official_image_name(row) == "swebench/sweb.eval.x86_64.django_1776_django-11099:latest"
+    assert official_image_name(row, "registry.example:5000/mirror") == (
+        "registry.example:5000/mirror/sweb.eval.x86_64.django_1776_django-11099:latest")
+    assert official_image_name(SimpleNamespace(instance_id="x__y-1", extra={"image": "mine/x:1"})) == "mine/x:1"

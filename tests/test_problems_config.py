@@ -32,6 +32,7 @@ def test_the_defaults_are_the_values_problems_yaml_held():
         "benchmark": {"source": None, "path": None, "split": "test", "ids": None, "instance_ids": None, "filter": "",
                       "slice": "", "limit": None, "kind": "tasks", "dataset": None},
         "sandbox": {"docker_host": None, "base_image": None, "network": "none", "grading_timeout_s": 900.0,
+                    "image_namespace": "swebench",
                     "limits": {"cpus": 1.0, "memory": "2g", "pids": 512, "file_size": "1g", "tmp_size": "512m",
                                "testbed_size": "1g"}},
         "cluster": {"address": None, "max_concurrency": 2, "cpus_per_unit": 0.5, "image_build_cpus": 1.0,
@@ -76,7 +77,7 @@ def test_every_setting_says_what_it_means():
     ({"sandbox": {"limits": {"memory": "lots"}}}, "sandbox.limits: sandbox limit memory='lots' is not a positive "
                                                   "Docker size such as '512m' or '2g'; fix sandbox.limits"),
     ({"sandbox": {"netwrok": "none"}}, "config key sandbox.netwrok: not a setting; allowed keys there: docker_host, "
-                                       "base_image, network, limits, grading_timeout_s"),
+                                       "base_image, network, limits, grading_timeout_s, image_namespace"),
     ({"cluster": {"max_concurrency": 0}}, "cluster.max_concurrency=0: must be at least 1"),
 ])
 def test_a_wrong_setting_is_one_line_naming_the_key_and_what_it_takes(data, message):

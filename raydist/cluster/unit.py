@@ -53,6 +53,7 @@ class UnitSettings:
     docker_host: str | None = None
     base_image: str | None = None
     limits: Limits | None = None
+    image_namespace: str = "swebench"
 
 
 class UnitInputError(InputError):
@@ -208,7 +209,7 @@ def _instance_image(instance, settings: UnitSettings):
     if instance.recipe is None and has_eval_script(instance):
         client = connect(settings.docker_host)
         try:
-            tag = ensure_official_image(client, instance)
+            tag = ensure_official_image(client, instance, settings.image_namespace)
         except OfficialImageMissing as exc:
             raise InfrastructureError(str(exc), cause="official_image") from None
         return client, tag, RepoFiles(official_repo_dir(client, tag, Path(settings.cache_dir))), grade_official
@@ -216,7 +217,8 @@ def _instance_image(instance, settings: UnitSettings):
         raise UnitInputError(
             f"instance {instance.instance_id!r} has no build recipe (sdist) and no eval_script: raydist builds an "
             "instance's image offline from a PyPI sdist and exact pins, or runs an official SWE-bench 5.x row "
-            f"(image, eval_script, log_parser, eval_type) on its image (this row's is {official_image_name(instance)}); "
+            f"(image, eval_script, log_parser, eval_type) on its image (this row's is "
+            f"{official_image_name(instance, settings.image_namespace)}); "
             "give the row `sdist` and `install` fields as the rows of ../shared/data/swebench/offline.jsonl have, or "
             "use the dataset's 5.x rows", cause="no_recipe")
     if not instance.test_cmd:

@@ -98,6 +98,9 @@ class SandboxConfig:
     """Resource limits of every container."""
     grading_timeout_s: float = 900.0
     """Seconds the test run of one grading may take (> 0)."""
+    image_namespace: str = "swebench"
+    """Registry namespace (or ``registry/prefix``) of official SWE-bench images, for a 5.x row that
+    names no ``image``: ``<namespace>/sweb.eval.x86_64.<id>:latest`` (``raydist.sandbox.official``)."""
 
     def __post_init__(self) -> None:
         timeout = self.grading_timeout_s

@@ -165,6 +165,7 @@ def _plan(cfg: DictConfig, run_dir: Path) -> Job:
         cache_dir=str(cache_dir), run_dir=str(run_dir),
         docker_host=sandbox.docker_host, base_image=sandbox.base_image, network=sandbox.network,
         limits=Limits(**limits), grading_timeout_s=float(sandbox.grading_timeout_s),
+        image_namespace=str(sandbox.image_namespace),
     )
     if needs_view_model:
         _check_model(view_name, view_local)
