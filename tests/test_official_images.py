@@ -105,3 +105,13 @@ def test_a_row_whose_image_is_neither_here_nor_pullable_is_an_infrastructure_err
     [unit] = pq.read_table(tmp_path / "swebench" / "oracle" / "gemma3-270m" / "L0__s0" / "runs.parquet").to_pylist()
     assert (unit["outcome"], unit["error_cause"]) == ("infrastructure_error", "official_image")
     assert unit["error"].startswith(f"InfrastructureError: instance {INSTANCE!r}: its image {row['image']} is not in")
+
+
+@pytest.mark.ray
+def test_l4_on_an_official_row_is_an_input_error_saying_why(official_rows, tmp_path):
+    done = subprocess.run([sys.executable, "-m", "raydist.launch", f"output_root={tmp_path}", "benchmark=swebench",
+                           f"benchmark.path={official_rows}", "agent=oracle", "levels=[L4]"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stderr[-3000:]
+    [unit] = pq.read_table(tmp_path / "swebench" / "oracle" / "gemma3-270m" / "L4__s0" / "runs.parquet").to_pylist()
+    assert (unit["outcome"], unit["error_cause"]) == ("input_error", "l4_needs_recipe")

@@ -180,6 +180,12 @@ def run_preparation(task: PrepTask, instance, options: ViewOptions, *, cache_dir
     from raydist.cluster.rewrites import docker_gate, prepare_rewrites
     from raydist.sandbox import Limits, connect, ensure_instance_image
 
+    if instance.recipe is None:
+        from raydist.outcomes import InputError
+
+        raise InputError(f"L4 of {task.instance_id!r} needs a row with an sdist recipe: its rewrites are kept only "
+                         "when the instance's test command passes on raydist's own image; an official SWE-bench row "
+                         "runs at L0-L3 and their compositions", cause="l4_needs_recipe")
     try:
         client = connect(docker_host)
         image = ensure_instance_image(client, instance.recipe, base_tag=base_image, cache_dir=Path(cache_dir))
