@@ -51,8 +51,9 @@ def test_a_bad_selection_names_its_key(key, kwargs, message):
 
 
 def test_dataset_names_map_as_mini_swe_agent_maps_them_and_files_stay_files():
-    assert dataset_source("lite") == "hf://princeton-nlp/SWE-Bench_Lite@test"
-    assert dataset_source("Verified", "dev") == "hf://princeton-nlp/SWE-Bench_Verified@dev"
+    assert dataset_source("lite") == "hf://SWE-bench/SWE-bench_Lite@test"
+    assert dataset_source("Verified", "dev") == "hf://SWE-bench/SWE-bench_Verified@dev"
+    assert dataset_source("smith") == "hf://SWE-bench/SWE-smith@test"  # mini-swe-agent's, which swebench lacks
     assert dataset_source("SWE-bench/SWE-bench_Verified") == "hf://SWE-bench/SWE-bench_Verified@test"
     assert dataset_source("rows/x.parquet") == "rows/x.parquet"
     with pytest.raises(ValueError, match=r"^benchmark\.path='whatever': give a \.jsonl/\.json/\.parquet file"):

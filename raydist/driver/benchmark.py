@@ -24,8 +24,8 @@ class BenchmarkConfig:
     """``builtin``, a SWE-bench-format file (.jsonl, .json, .parquet) or hf://<dataset>@<split>."""
     path: Optional[str] = None
     """SWE-bench rows (``benchmark=swebench``): a .jsonl/.json/.parquet file, a Hugging Face dataset
-    id (``princeton-nlp/SWE-bench_Verified``) or mini-swe-agent's short name (``lite``, ``verified``,
-    ``full``, ...); instead of ``source``."""
+    id (``SWE-bench/SWE-bench_Verified``) or a short name (``lite``, ``verified``, ``full``, ...: the
+    official harness's, then mini-swe-agent's); instead of ``source``."""
     split: str = "test"
     """The dataset split read from the hub (``path`` naming a dataset, or ``hf://`` without ``@split``)."""
     ids: Any = None

@@ -18,11 +18,15 @@ FILE_SUFFIXES = (".jsonl", ".json", ".parquet")
 
 
 def dataset_aliases() -> dict[str, str]:
-    """mini-swe-agent's short dataset names (``DATASET_MAPPING``: ``lite``, ``verified``,
-    ``full``, ``multilingual``, ...) -> Hugging Face dataset ids."""
+    """Short dataset names -> Hugging Face dataset ids: the official harness's
+    (``swebench.cli._datasets.DATASET_ALIASES``: ``full``, ``verified``, ``multilingual``,
+    ``multimodal``, whose rows carry SWE-bench 5.x's ``image`` and ``eval_script``; and
+    ``lite``, as ``swebench.harness.utils.load_swebench_dataset`` names it), then
+    mini-swe-agent's for the names swebench lacks (``DATASET_MAPPING``: ``smith``, ``rebench``, ...)."""
     from minisweagent.run.benchmarks.swebench import DATASET_MAPPING
+    from swebench.cli._datasets import DATASET_ALIASES
 
-    return dict(DATASET_MAPPING)
+    return {**DATASET_MAPPING, **DATASET_ALIASES, "lite": "SWE-bench/SWE-bench_Lite"}
 
 
 def dataset_source(path: str, split: str = "test") -> str:
