@@ -82,7 +82,7 @@ need_tools() {
   local missing=()
   command -v ip >/dev/null || missing+=(iproute2)
   command -v unshare >/dev/null || missing+=(util-linux)
-  [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+  [ "$(dpkg-query -W -f='${db:Status-Status}' openssh-server 2>/dev/null)" = installed ] || missing+=(openssh-server)
   command -v ssh >/dev/null || missing+=(openssh-client)
   command -v rsync >/dev/null || missing+=(rsync)
   [ ${#missing[@]} -eq 0 ] && return
@@ -92,8 +92,12 @@ need_tools() {
   if [ ! -e "$policy" ]; then
     printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && made_policy=1
   fi
-  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null ||
-    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null; } ||
+  # The packages' maintainer scripts run mktemp: they get the system's TMPDIR, not this script's
+  # (which does not exist yet). A package an earlier attempt left half-configured is finished first.
+  local apt=(env -u TMPDIR -u RAY_TMPDIR DEBIAN_FRONTEND=noninteractive)
+  "${apt[@]}" dpkg --configure -a >/dev/null 2>&1 || true
+  "${apt[@]}" apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null ||
+    { "${apt[@]}" apt-get update -qq && "${apt[@]}" apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null; } ||
     { [ -n "$made_policy" ] && rm -f "$policy"; die "could not install ${missing[*]} with apt-get"; }
   [ -n "$made_policy" ] && rm -f "$policy"
   return 0
