@@ -172,7 +172,10 @@ def _connect(host: str, port: int) -> str:
 LISTENER = _host_listener()  # a real service on the host's loopback, which the agent must not reach
 HOSTILE = {
     # name: (command, returncode, timed_out, most seconds, text in the output)
-    "fork bomb": (":(){ :|:& };:", 0, False, 4, "fork: retry: Resource temporarily unavailable"),
+    # The command stays (a busy loop of builtins, nothing that forks) until the bomb has met the
+    # PID limit: ended at once, it would be swept before its forks fail on a loaded machine.
+    "fork bomb": (":(){ :|:& };:; SECONDS=0; while ((SECONDS < 2)); do true; done", 0, False, 5,
+                  "fork: retry: Resource temporarily unavailable"),
     # Out of the command's process group: killed by the sweep after the command. Its stderr goes
     # nowhere, so the output is "launched" alone: its messages would fill the observation and
     # elide its middle. Nothing after the bomb forks (echo is a builtin): a fork there races the
