@@ -1,0 +1,209 @@
+"""SchrodingerRepo §V analysis on hand-made runs.parquet files: reading and what is missing,
+Table I, Figure 3's action shares and the case study. Every expected value is computed by
+hand here."""
+
+from __future__ import annotations
+
+import math
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from raydist.analysis import repositories as rp
+from raydist.analysis import runs
+from raydist.results.schema import RUNS_SCHEMA, table_from_rows
+
+R, U = "resolved", "unresolved"
+FIGURE = ("navigate", "search", "read", "probe", "edit", "test")
+
+
+def unit(instance: str, level: str, seed: int = 0, outcome: str = R, *, model: str = "m", agent: str = "a",
+         actions=(0, 0, 0, 0, 0, 0), **fields) -> dict:
+    """One runs.parquet row with the real column names; ``actions`` in ``FIGURE`` order."""
+    return {"key": f"{model}/{agent}/{instance}/{level}/{seed}", "instance_id": instance, "model": model,
+            "agent": agent, "level": level, "seed": seed, "config_hash": "c", "resolved": outcome == R,
+            "outcome": outcome, "steps": 10, "input_tokens": 1000, "output_tokens": 100, "cost": 0.5,
+            **{f"actions_{c}": n for c, n in zip(FIGURE, actions, strict=True)}, "actions_submit": 1,
+            "actions_other": 0, "model_patch": f"patch {instance} {level} {seed}", **fields}
+
+
+def table(rows: list[dict]) -> pa.Table:
+    return table_from_rows(rows, RUNS_SCHEMA, "runs.parquet")
+
+
+def write_run(run_dir, rows: list[dict]):
+    run_dir.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table(rows), run_dir / "runs.parquet")
+    return run_dir
+
+
+def verdicts(instance: str, level: str, outcomes: str, **fields) -> list[dict]:
+    """One unit per seed: ``outcomes`` is a string of R/U letters, seed 0 first."""
+    return [unit(instance, level, seed, R if letter == "R" else U, **fields) for seed, letter in enumerate(outcomes)]
+
+
+def one_row(rows: list[dict], **match) -> dict:
+    found = [r for r in rows if all(r[k] == v for k, v in match.items())]
+    assert len(found) == 1, found
+    return found[0]
+
+
+# --- reading and what is missing -----------------------------------------------------------
+
+
+def test_load_runs_reads_every_run_directory_below_a_sweep_folder(tmp_path):
+    write_run(tmp_path / "sweep" / "level=L0", [unit("i1", "L0"), unit("i2", "L0")])
+    write_run(tmp_path / "sweep" / "level=L2", [unit("i1", "L2")])
+    loaded = runs.load_runs([tmp_path / "sweep"])
+    assert loaded.num_rows == 3
+    assert sorted(set(loaded.column("run_dir").to_pylist())) == [str((tmp_path / "sweep" / f"level={x}").resolve())
+                                                                  for x in ("L0", "L2")]
+
+
+def test_a_run_directory_without_runs_parquet_is_reported_unfinished(tmp_path):
+    write_run(tmp_path / "sweep" / "seed=0", [unit("i1", "L0")])
+    (tmp_path / "sweep" / "seed=1" / "rows").mkdir(parents=True)
+    assert runs.unfinished_run_dirs([tmp_path / "sweep"]) == [tmp_path / "sweep" / "seed=1"]
+    assert runs.load_runs([tmp_path / "sweep"]).num_rows == 1
+
+
+def test_a_cell_with_fewer_finished_instances_is_reported_short():
+    rows = [unit(i, "L0") for i in ("i1", "i2", "i3")]
+    rows += [unit("i1", "L2"), unit("i2", "L2", outcome="infrastructure_error")]  # i3 never ran at L2
+    assert runs.short_cells(table(rows)) == [{"model": "m", "agent": "a", "level": "L2", "seed": 0, "instances": 3,
+                                              "finished": 1, "errors": 1, "missing": ["i2", "i3"]}]
+
+
+def test_a_folder_without_runs_parquet_raises_a_named_error(tmp_path):
+    with pytest.raises(ValueError, match=f"no runs.parquet at or below {tmp_path}"):
+        runs.load_runs([tmp_path])
+
+
+def test_a_path_that_does_not_exist_raises_a_named_error(tmp_path):
+    with pytest.raises(ValueError, match=f"{tmp_path / 'nowhere'}: no such file or folder"):
+        runs.load_runs([tmp_path / "nowhere"])
+
+
+def test_a_parquet_missing_a_required_column_raises_naming_file_and_column(tmp_path):
+    run_dir = write_run(tmp_path / "run", [unit("i1", "L0")])
+    pq.write_table(pq.read_table(run_dir / "runs.parquet").drop_columns(["actions_probe"]), run_dir / "runs.parquet")
+    with pytest.raises(ValueError, match=r"run/runs\.parquet lacks column\(s\) actions_probe"):
+        runs.load_runs([run_dir])
+
+
+def test_an_outcome_outside_the_taxonomy_is_refused(tmp_path):
+    run_dir = write_run(tmp_path / "run", [unit("i1", "L0", outcome="timeout")])
+    with pytest.raises(ValueError, match="outcome 'timeout' is none of resolved"):
+        runs.load_runs([run_dir])
+
+
+def test_a_unit_in_two_run_directories_is_refused(tmp_path):
+    write_run(tmp_path / "a", [unit("i1", "L0")])
+    write_run(tmp_path / "b", [unit("i1", "L0")])
+    with pytest.raises(ValueError, match="unit m/a/i1/L0/0 is in both"):
+        runs.load_runs([tmp_path])
+
+
+# --- Table I ---------------------------------------------------------------------------------
+
+
+def _two_seed_rows() -> list[dict]:
+    # L0: seed 0 resolves 3 of 4, seed 1 2 of 4; L2: seed 0 1 of 4, seed 1 2 of 4.
+    rows = []
+    for instance, l0, l2 in [("i1", "RR", "RR"), ("i2", "RR", "UR"), ("i3", "RU", "UU"), ("i4", "UU", "UU")]:
+        rows += verdicts(instance, "L0", l0) + verdicts(instance, "L2", l2, steps=25, input_tokens=2500, cost=1.25)
+    return rows
+
+
+def test_table_one_pass_at_1_is_the_mean_over_seeds_with_its_sample_std_and_delta():
+    rows = rp.level_table(table(_two_seed_rows()))
+    l0, l2 = one_row(rows, level="L0"), one_row(rows, level="L2")
+    assert (l0["pass_at_1"], l2["pass_at_1"]) == ((0.75 + 0.5) / 2, (0.25 + 0.5) / 2)
+    assert l0["pass_at_1_std"] == pytest.approx(0.25 / math.sqrt(2), rel=1e-15)  # |0.75 - 0.5| / sqrt(2)
+    assert l2["pass_at_1_std"] == pytest.approx(0.25 / math.sqrt(2), rel=1e-15)
+    assert (l0["delta_pp"], l2["delta_pp"]) == (0.0, -25.0)
+    assert (l2["instances"], l2["seeds"], l2["finished"]) == (4, 2, 8)
+
+
+def test_table_one_reports_cost_means_and_their_change_against_l0_in_percent():
+    l2 = one_row(rp.level_table(table(_two_seed_rows())), level="L2")
+    assert (l2["mean_steps"], l2["mean_input_tokens"], l2["mean_output_tokens"], l2["mean_cost"]) == (25, 2500, 100,
+                                                                                                       1.25)
+    assert (l2["mean_steps_change"], l2["mean_input_tokens_change"], l2["mean_output_tokens_change"],
+            l2["mean_cost_change"]) == (150.0, 150.0, 0.0, 150.0)
+
+
+def test_error_units_are_counted_apart_and_left_out_of_pass_at_1_and_means():
+    rows = [unit("i1", "L2"), unit("i2", "L2", outcome=U),
+            unit("i3", "L2", outcome="infrastructure_error", steps=999), unit("i4", "L2", outcome="input_error"),
+            unit("i5", "L2", outcome="bug")]
+    l2 = one_row(rp.level_table(table(rows)), level="L2")
+    assert (l2["pass_at_1"], l2["mean_steps"]) == (0.5, 10)  # 1 of 2 finished; 0.2 if errors counted unresolved
+    assert (l2["units"], l2["finished"], l2["input_error"], l2["infrastructure_error"], l2["bug"]) == (5, 2, 1, 1, 1)
+
+
+def test_pass_at_1_weights_each_seed_equally_not_each_unit():
+    rows = verdicts("i1", "L0", "RR") + verdicts("i2", "L0", "RU") + verdicts("i3", "L0", "U")  # i3 ran seed 0 only
+    l0 = one_row(rp.level_table(table(rows)), level="L0")
+    assert l0["pass_at_1"] == pytest.approx((2 / 3 + 1 / 2) / 2, rel=1e-15)  # seeds 2/3 and 1/2; pooled: 3/5
+    assert l0["pass_at_1_std"] == pytest.approx((2 / 3 - 1 / 2) / math.sqrt(2), rel=1e-12)
+
+
+def test_a_system_without_l0_has_no_delta():
+    l2 = one_row(rp.level_table(table([unit("i1", "L2")])), level="L2")
+    assert (l2["delta_pp"], l2["mean_steps_change"], l2["pass_at_1_std"]) == (None, None, None)
+
+
+# --- Figure 3 --------------------------------------------------------------------------------
+
+
+def _action_rows() -> list[dict]:
+    return [unit("a", "L0", actions=(2, 1, 3, 0, 1, 1)),
+            unit("a", "L2", 0, actions=(4, 3, 6, 1, 2, 1), actions_other=4),
+            unit("a", "L2", 1, actions=(6, 3, 8, 1, 2, 1)),
+            unit("b", "L0", actions=(1, 1, 1, 1, 1, 1)), unit("b", "L2", actions=(2, 2, 2, 2, 2, 2)),
+            unit("c", "L2", actions=(90, 90, 90, 90, 90, 90))]  # c never ran at L0: not paired
+
+
+def test_added_action_shares_divide_each_category_by_the_total_added():
+    # Means over paired a, b; a's L2 mean over its seeds is (5, 3, 7, 1, 2, 1).
+    # L0 (1.5, 1, 2, 0.5, 1, 1), L2 (3.5, 2.5, 4.5, 1.5, 2, 1.5): added (2, 1.5, 2.5, 1, 1, 0.5), total 8.5;
+    # "other" grew by (4 / 2) / 2 = 1 but is no category of Figure 3: it stays out of the total
+    (row,) = rp.added_action_shares(table(_action_rows()))
+    assert (row["level"], row["instances"], row["added_total"], row["added_submit"], row["added_other"]) == (
+        "L2", 2, 8.5, 0, 1)
+    assert [row[f"share_{c}"] for c in FIGURE] == [2 / 8.5, 1.5 / 8.5, 2.5 / 8.5, 1 / 8.5, 1 / 8.5, 0.5 / 8.5]
+
+
+def test_shares_are_none_when_the_level_adds_no_actions():
+    rows = [unit("a", "L0", actions=(3, 3, 3, 3, 3, 3)), unit("a", "L2", actions=(3, 3, 3, 4, 2, 2))]
+    (row,) = rp.added_action_shares(table(rows))
+    assert row["added_total"] == -1
+    assert [row[f"share_{c}"] for c in FIGURE] == [None] * 6
+
+
+# --- case study ------------------------------------------------------------------------------
+
+
+def test_case_study_picks_the_first_instance_resolved_at_l0_and_not_at_the_highest_level():
+    rows = [unit("i1", "L0"), unit("i1", "full"), unit("i2", "L0"), unit("i2", "L2", outcome=U),
+            unit("i2", "full", outcome=U, steps=217), unit("i3", "L0"), unit("i3", "full", outcome=U)]
+    case = rp.case_study(table(rows), "m")
+    assert (case["instance_id"], case["highest_level"], case["reason"]) == ("i2", "full", "resolved at L0, not at full")
+    assert [(u["level"], u["steps"], u["model_patch"]) for u in case["units"]] == [
+        ("L0", 10, "patch i2 L0 0"), ("L2", 10, "patch i2 L2 0"), ("full", 217, "patch i2 full 0")]
+
+
+def test_case_study_falls_back_to_the_largest_step_growth():
+    rows = [unit("i1", "L0"), unit("i1", "L2", steps=40), unit("i2", "L0"), unit("i2", "L2", steps=217)]
+    case = rp.case_study(table(rows), "m")
+    assert (case["instance_id"], case["units"][1]["actions"]["submit"]) == ("i2", 1)
+    assert case["reason"].endswith("largest step growth (+207 steps)")
+
+
+def test_case_study_asks_for_the_agent_when_a_model_ran_under_two():
+    rows = [unit("i1", "L0"), unit("i1", "L2"), unit("i1", "L0", agent="b"), unit("i1", "L2", agent="b")]
+    with pytest.raises(ValueError, match="matches 2 systems"):
+        rp.case_study(table(rows), "m")
+    assert rp.case_study(table(rows), "m", "b")["agent"] == "b"
