@@ -1,17 +1,22 @@
 """SchrodingerRepo §V analysis on hand-made runs.parquet files: reading and what is missing,
-Table I, Figure 3's action shares and the case study. Every expected value is computed by
-hand here."""
+Table I, the paired tests against L0 (exact McNemar, sign-flip permutation, bootstrap
+interval), Figure 3's action shares, verdict stability and McNemar's sample size, and the
+case study. Every expected value is computed by hand here."""
 
 from __future__ import annotations
 
+import itertools
 import math
+from fractions import Fraction
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from raydist.analysis import repositories as rp
 from raydist.analysis import runs
+from raydist.analysis import significance as sg
 from raydist.results.schema import RUNS_SCHEMA, table_from_rows
 
 R, U = "resolved", "unresolved"
@@ -153,6 +158,154 @@ def test_pass_at_1_weights_each_seed_equally_not_each_unit():
 def test_a_system_without_l0_has_no_delta():
     l2 = one_row(rp.level_table(table([unit("i1", "L2")])), level="L2")
     assert (l2["delta_pp"], l2["mean_steps_change"], l2["pass_at_1_std"]) == (None, None, None)
+
+
+# --- paired significance ---------------------------------------------------------------------
+
+
+def _mcnemar_rows(b: int, c: int, concordant: int = 3) -> list[dict]:
+    """One seed: b instances resolved only at L0, c only at L2, ``concordant`` resolved at both."""
+    rows = []
+    for n in range(b):
+        rows += [unit(f"b{n}", "L0"), unit(f"b{n}", "L2", outcome=U)]
+    for n in range(c):
+        rows += [unit(f"c{n}", "L0", outcome=U), unit(f"c{n}", "L2")]
+    for n in range(concordant):
+        rows += [unit(f"s{n}", "L0"), unit(f"s{n}", "L2")]
+    return rows
+
+
+def _binomial_p(b: int, c: int) -> float:
+    """2 * sum_{k <= min(b, c)} C(b + c, k) / 2^(b + c), capped at 1."""
+    n = b + c
+    return min(1.0, 2 * sum(math.comb(n, k) for k in range(min(b, c) + 1)) / 2 ** n)
+
+
+def test_mcnemar_p_value_on_one_seed_is_the_exact_binomial():
+    result = one_row(sg.paired_significance(table(_mcnemar_rows(6, 1))), level="L2")
+    assert (result["test"], result["b"], result["c"], result["instances"]) == (sg.MCNEMAR, 6, 1, 10)
+    assert result["p_value"] == pytest.approx(0.125, rel=1e-12) == _binomial_p(6, 1)  # 2 * (1 + 7) / 128
+
+
+def test_swapping_one_outcome_moves_the_mcnemar_p_value_to_its_new_hand_value():
+    rows = _mcnemar_rows(6, 1)
+    one_row(rows, instance_id="b0", level="L2").update(outcome=R, resolved=True)  # b=5, c=1 now
+    result = one_row(sg.paired_significance(table(rows)), level="L2")
+    assert (result["b"], result["c"]) == (5, 1)
+    assert result["p_value"] == pytest.approx(14 / 64, rel=1e-12)  # 2 * (1 + 6) / 64
+
+
+def test_seeds_that_agree_give_one_verdict_and_mcnemar():
+    rows = []
+    for instance, l0, l2 in [("i1", "RR", "UU"), ("i2", "RR", "UU"), ("i3", "UU", "RR"), ("i4", "RR", "RR")]:
+        rows += verdicts(instance, "L0", l0) + verdicts(instance, "L2", l2)
+    result = one_row(sg.paired_significance(table(rows)), level="L2")
+    assert (result["test"], result["b"], result["c"], result["p_value"]) == (sg.MCNEMAR, 2, 1, 1.0)
+
+
+def _fractional_rows() -> list[dict]:
+    # Resolved shares over three seeds, L0 -> L2: i1 1 -> 1/3, i2 2/3 -> 0, i3 0 -> 1/3, i4 1 -> 0, i5 1 -> 1.
+    rows = []
+    for instance, l0, l2 in [("i1", "RRR", "RUU"), ("i2", "RRU", "UUU"), ("i3", "UUU", "RUU"), ("i4", "RRR", "UUU"),
+                             ("i5", "RRR", "RRR")]:
+        rows += verdicts(instance, "L0", l0) + verdicts(instance, "L2", l2)
+    return rows
+
+
+def _enumerated_p(differences: list[Fraction]) -> Fraction:
+    """Share of the 2^n sign patterns whose |sum| is at least the observed one, in exact fractions."""
+    observed = abs(sum(differences))
+    patterns = list(itertools.product((1, -1), repeat=len(differences)))
+    hits = sum(abs(sum(s * d for s, d in zip(signs, differences, strict=True))) >= observed for signs in patterns)
+    return Fraction(hits, len(patterns))
+
+
+def test_fractional_shares_use_the_exact_sign_flip_test():
+    thirds = [Fraction(-2, 3), Fraction(-2, 3), Fraction(1, 3), Fraction(-1)]  # i5's 0 changes no pattern
+    assert _enumerated_p(thirds) == Fraction(4, 16)  # |sum| 2 of at most 8/3: all +, all -, only i3 flipped, or not
+    result = one_row(sg.paired_significance(table(_fractional_rows())), level="L2")
+    assert (result["test"], result["b"], result["c"]) == (sg.SIGN_FLIP, 3, 1)
+    assert "exact over all sign patterns" in result["assumptions"]
+    assert result["p_value"] == pytest.approx(0.25, rel=1e-12)
+    assert result["delta_pp"] == pytest.approx(100 * float(sum(thirds)) / 5, rel=1e-12)  # -40 points
+
+
+def test_swapping_one_seed_moves_the_sign_flip_p_value_to_its_new_hand_value():
+    rows = _fractional_rows()
+    one_row(rows, instance_id="i3", level="L2", seed=1).update(outcome=R, resolved=True)  # i3: 0 -> 2/3
+    assert _enumerated_p([Fraction(-2, 3), Fraction(-2, 3), Fraction(2, 3), Fraction(-1)]) == Fraction(8, 16)
+    assert one_row(sg.paired_significance(table(rows)), level="L2")["p_value"] == pytest.approx(0.5, rel=1e-12)
+
+
+def test_sign_flip_on_single_verdicts_equals_exact_mcnemar():
+    assert sg.sign_flip_test([-1] * 6 + [1]) == (pytest.approx(0.125, rel=1e-12), True)
+
+
+def test_sign_flip_draws_patterns_from_the_seed_when_enumeration_is_too_large():
+    differences = [-1, -0.5, -1, 0.5, -1, -1, -0.5, -1, -1, 1, -1, -1]  # 2^12 patterns > 1000
+    p, exact = sg.sign_flip_test(differences, permutations=1000, seed=7)
+    assert exact is False
+    assert (p, exact) == sg.sign_flip_test(differences, permutations=1000, seed=7)
+    assert 1 / 1001 <= p < 0.05 and (p * 1001) == pytest.approx(round(p * 1001))  # (1 + hits) / (1 + 1000)
+
+
+def test_bootstrap_interval_contains_the_delta_and_is_the_seeded_resample_of_instances():
+    result = one_row(sg.paired_significance(table(_fractional_rows()), n_resamples=2000, seed=3), level="L2")
+    assert result["ci_low"] <= result["delta_pp"] <= result["ci_high"]
+    differences = np.array([1 / 3 - 1, 0 - 2 / 3, 1 / 3 - 0, 0 - 1, 0.0])  # instances i1..i5 in id order
+    means = differences[np.random.default_rng(3).integers(0, 5, size=(2000, 5))].mean(axis=1)
+    assert (result["ci_low"], result["ci_high"]) == pytest.approx(tuple(100 * np.percentile(means, [2.5, 97.5])),
+                                                                  rel=1e-12)
+
+
+def test_bootstrap_interval_is_exact_when_every_instance_moves_the_same():
+    result = one_row(sg.paired_significance(table(_mcnemar_rows(5, 0, concordant=0))), level="L2")
+    assert (result["delta_pp"], result["ci_low"], result["ci_high"]) == (-100.0, -100.0, -100.0)
+    assert result["p_value"] == pytest.approx(2 / 32, rel=1e-12)  # b=5, c=0
+
+
+# --- verdict stability and power -------------------------------------------------------------
+
+
+def _stability_rows() -> list[dict]:
+    rows = []
+    for instance, l0, l2 in [("i1", "RR", "UU"), ("i2", "UU", "RR"), ("i3", "RR", "RU"), ("i4", "RU", "UU"),
+                             ("i5", "RR", "RR")]:
+        rows += verdicts(instance, "L0", l0) + verdicts(instance, "L2", l2)
+    return rows
+
+
+def test_seed_disagreements_are_counted_per_level():
+    rows = sg.verdict_stability(table(_stability_rows()))
+    assert [(r["level"], r["multi_seed"], r["seed_disagreements"]) for r in rows] == [("L0", 5, 1), ("L2", 5, 1)]
+    assert one_row(rows, level="L0")["resolved_to_unresolved"] is None
+
+
+def test_flips_count_instances_whose_unanimous_verdict_changes():
+    l2 = one_row(sg.verdict_stability(table(_stability_rows())), level="L2")
+    assert (l2["paired"], l2["resolved_to_unresolved"], l2["unresolved_to_resolved"], l2["mixed"]) == (5, 1, 1, 2)
+    # psi: i1 1, i2 1, i3 1 * 1/2, i4 1/2 * 1, i5 0 -> 3 / 5
+    assert l2["discordance"] == pytest.approx(0.6, rel=1e-12)
+
+
+def test_mcnemar_sample_size_is_connors_formula_by_hand():
+    # z_0.975 = 1.959964, z_0.8 = 0.841621; (1.959964 * sqrt(0.2) + 0.841621 * sqrt(0.2 - 0.06^2))^2 / 0.06^2
+    # = (0.876523 + 0.372981)^2 / 0.0036 = 1.561260 / 0.0036 = 433.68 -> 434
+    assert sg.mcnemar_sample_size(0.06, 0.2) == 434
+    # psi 0.5, drop 0.1: (1.959964 * 0.707107 + 0.841621 * 0.700000)^2 / 0.01 = (1.385904 + 0.589135)^2 / 0.01 = 390.08
+    assert sg.mcnemar_sample_size(0.1, 0.5) == 391
+
+
+def test_sample_size_refuses_a_drop_larger_than_the_discordance():
+    with pytest.raises(ValueError, match="drop <= discordance"):
+        sg.mcnemar_sample_size(0.3, 0.2)
+
+
+def test_power_note_uses_the_measured_discordance():
+    l2 = one_row(sg.verdict_stability(table(_mcnemar_rows(6, 1)), drop=0.06), level="L2")
+    assert l2["discordance"] == pytest.approx(0.7, rel=1e-12)  # 7 discordant of 10
+    assert l2["instances_needed"] == sg.mcnemar_sample_size(0.06, 0.7) == 1524
+    assert l2["power_note"].startswith("1524 paired instances detect a drop of 6 points")
 
 
 # --- Figure 3 --------------------------------------------------------------------------------
