@@ -29,6 +29,7 @@ REQUIRED_COLUMNS = ("key", "instance_id", "model", "agent", "level", "seed", "re
                     "model_patch")
 _SCHEMA = pa.schema([RUNS_SCHEMA.field(name) for name in REQUIRED_COLUMNS])
 
+
 def load_runs(paths: Iterable[str | Path]) -> pa.Table:
     """The rows of every ``runs.parquet`` at or below ``paths`` (run directories, folders above
     them such as a ``--multirun`` sweep, searched recursively as ``raydist report`` does, or
