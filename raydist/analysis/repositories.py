@@ -15,7 +15,8 @@ from statistics import fmean, stdev
 
 import pyarrow as pa
 
-from raydist.analysis.runs import BASELINE, finished_units, level_key, paired_instances, resolved_share
+from raydist.analysis.runs import (BASELINE, finished_units, level_key, levels_against_baseline, paired_instances,
+                                   resolved_share)
 from raydist.outcomes import ERRORS, FINISHED, RESOLVED
 from raydist.results.summary import CATEGORIES as ACTION_CATEGORIES
 
@@ -84,17 +85,13 @@ def added_action_shares(table: pa.Table) -> list[dict]:
     ``added_<c>`` still show what moved). Levels with no paired instance are left out.
     Sorted by model, agent, ``level_key``."""
     out = []
-    for (model, agent), by_level in finished_units(table).items():
-        for level in by_level:
-            instances = paired_instances(by_level, level)
-            if level == BASELINE or not instances:
-                continue
-            base, here = _mean_actions(by_level[BASELINE], instances), _mean_actions(by_level[level], instances)
-            added = {c: here[c] - base[c] for c in ACTION_CATEGORIES}
-            total = sum(added[c] for c in FIGURE_CATEGORIES)
-            out.append({"model": model, "agent": agent, "level": level, "instances": len(instances),
-                        **{f"added_{c}": added[c] for c in ACTION_CATEGORIES}, "added_total": total,
-                        **{f"share_{c}": added[c] / total if total > 0 else None for c in FIGURE_CATEGORIES}})
+    for model, agent, level, by_level, instances in levels_against_baseline(table):
+        base, here = _mean_actions(by_level[BASELINE], instances), _mean_actions(by_level[level], instances)
+        added = {c: here[c] - base[c] for c in ACTION_CATEGORIES}
+        total = sum(added[c] for c in FIGURE_CATEGORIES)
+        out.append({"model": model, "agent": agent, "level": level, "instances": len(instances),
+                    **{f"added_{c}": added[c] for c in ACTION_CATEGORIES}, "added_total": total,
+                    **{f"share_{c}": added[c] / total if total > 0 else None for c in FIGURE_CATEGORIES}})
     return out
 
 

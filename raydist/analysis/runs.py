@@ -164,3 +164,14 @@ def resolved_share(rows: list[dict]) -> float:
 def paired_instances(by_level: dict[str, dict[str, list]], level: str) -> list[str]:
     """The instances (sorted) with a finished unit both at ``BASELINE`` and at ``level``."""
     return sorted(set(by_level.get(BASELINE, {})) & set(by_level.get(level, {})))
+
+
+def levels_against_baseline(table: pa.Table):
+    """Yield ``(model, agent, level, by_level, instances)`` for every level other than
+    ``BASELINE`` of every system that has an instance finished at both (``instances``: those,
+    sorted; ``by_level``: the system's ``finished_units`` entry), in ``finished_units`` order."""
+    for (model, agent), by_level in finished_units(table).items():
+        for level in by_level:
+            instances = paired_instances(by_level, level)
+            if level != BASELINE and instances:
+                yield model, agent, level, by_level, instances

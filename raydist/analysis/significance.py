@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from raydist._util.extras import require
-from raydist.analysis.runs import BASELINE, finished_units, paired_instances, resolved_share
+from raydist.analysis.runs import BASELINE, finished_units, levels_against_baseline, paired_instances, resolved_share
 
 MCNEMAR = "exact McNemar"
 SIGN_FLIP = "paired sign-flip permutation"
@@ -126,16 +126,12 @@ def paired_significance(table: pa.Table, *, permutations: int = 10_000, n_resamp
     ``delta_pp`` over instances (``bootstrap_interval``, ``n_resamples``, ``seed``).
     ``permutations`` and ``seed`` drive ``sign_flip_test`` when it is used."""
     out = []
-    for (model, agent), by_level in finished_units(table).items():
-        for level in by_level:
-            instances = paired_instances(by_level, level)
-            if level == BASELINE or not instances:
-                continue
-            base = np.array([resolved_share(by_level[BASELINE][i]) for i in instances])
-            here = np.array([resolved_share(by_level[level][i]) for i in instances])
-            out.append({"model": model, "agent": agent, "level": level, "instances": len(instances),
-                        "unpaired": len(set(by_level[BASELINE]) ^ set(by_level[level])),
-                        **_compare(base, here, permutations=permutations, n_resamples=n_resamples, seed=seed)})
+    for model, agent, level, by_level, instances in levels_against_baseline(table):
+        base = np.array([resolved_share(by_level[BASELINE][i]) for i in instances])
+        here = np.array([resolved_share(by_level[level][i]) for i in instances])
+        out.append({"model": model, "agent": agent, "level": level, "instances": len(instances),
+                    "unpaired": len(set(by_level[BASELINE]) ^ set(by_level[level])),
+                    **_compare(base, here, permutations=permutations, n_resamples=n_resamples, seed=seed)})
     return out
 
 
