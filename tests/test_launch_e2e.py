@@ -56,12 +56,13 @@ FULL_VIEW = "implemented__s0-1-2"  # the run directory of +sweep=full_levels: it
 
 @pytest.mark.llm
 def test_oracle_resolves_every_builtin_unit_and_null_resolves_none(tmp_path):
-    res = launch(tmp_path, "agent=oracle", *FULL, timeout=3000)
+    # Two of the sweep's three seeds: enough to see seeds give different views, a third of the time less.
+    res = launch(tmp_path, "agent=oracle", *FULL, "seeds=[0,1]", timeout=3000)
     assert res.returncode == 0, res.stderr[-3000:]
-    rows = runs(tmp_path, "builtin", "oracle", FULL_VIEW)
+    rows = runs(tmp_path, "builtin", "oracle", FULL_VIEW.replace("s0-1-2", "s0-1"))
     n_instances = len({r["instance_id"] for r in rows})
     assert n_instances >= 6
-    assert len(rows) == n_instances * len(LEVELS) * 3  # every level x seeds 0, 1, 2
+    assert len(rows) == n_instances * len(LEVELS) * 2  # every level x seeds 0, 1
     assert [r for r in rows if not r["resolved"]] == []
     assert {r["level"] for r in rows} == LEVELS
     assert all(r["fail_to_pass_passed"] == r["fail_to_pass_total"] for r in rows)
@@ -80,10 +81,12 @@ def test_oracle_resolves_every_builtin_unit_and_null_resolves_none(tmp_path):
         assert len(patches) > n_instances, level
     assert "| oracle | L0 |" in res.stdout and "100.0%" in res.stdout
 
-    res = launch(tmp_path, "agent=null", *FULL, timeout=3000)
+    # The null agent on every level's view of seed 0 (the views the oracle resolved above).
+    res = launch(tmp_path, "agent=null", *FULL, "seeds=[0]", timeout=3000)
     assert res.returncode == 0, res.stderr[-3000:]
-    null_rows = runs(tmp_path, "builtin", "null", FULL_VIEW)
-    assert len(null_rows) == len(rows)
+    null_rows = runs(tmp_path, "builtin", "null", FULL_VIEW.replace("s0-1-2", "s0"))
+    assert sorted((r["instance_id"], r["level"]) for r in null_rows) == sorted(
+        (r["instance_id"], r["level"]) for r in rows if r["seed"] == 0)
     assert [r["instance_id"] for r in null_rows if r["resolved"]] == []
     assert all(r["model_patch"] == "" and r["error"] is None for r in null_rows)
     assert raydist_containers() == []
