@@ -77,6 +77,10 @@ ensure_packages() {
     command -v c++ >/dev/null || missing+=(build-essential)
     command -v cmake >/dev/null || missing+=(cmake)
   fi
+  # The tests render `raydist report`'s HTML in a headless browser.
+  if [[ ",$EXTRAS," == *,dev,* ]]; then
+    command -v chromium >/dev/null || missing+=(chromium)
+  fi
 
   if ! command -v python3 >/dev/null; then
     missing+=(python3 python3-venv)  # Debian 12's python3 is 3.11

@@ -126,9 +126,13 @@ def build_parser() -> argparse.ArgumentParser:
                     "main job's run directories, read from their result rows. A folder that is not a run "
                     "directory (e.g. output_root) is searched for run directories, which are reported together. "
                     "A problems run directory prints its summary.md.",
-        epilog="Exit status: 0 printed, 1 no run directory found.")
+        epilog="Exit status: 0 printed (or written), 1 no run directory found or nothing readable.")
     report.add_argument("paths", nargs="+", metavar="RUN_DIR_OR_ROOT")
     report.add_argument("--output", metavar="FILE", help="also write the Markdown to FILE")
+    report.add_argument("--out", metavar="DIR",
+                        help="write the analysis report instead (SchrodingerRepo §V: Table I, paired tests against "
+                             "L0, Figure 3, verdict stability, case study) into DIR: report.html (one file, opens "
+                             "offline), report.md and one CSV per table; needs the analysis extra")
 
     export = sub.add_parser("export", help="Write a run's results in another tool's format.", allow_abbrev=False)
     export_sub = export.add_subparsers(dest="format", metavar="FORMAT", required=True)
@@ -195,6 +199,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     exec_argv, args = command(sys.argv[1:] if argv is None else argv)
     if exec_argv is None and args.command == "export":
         return export_main(args.run_dir, args.out)
+    if exec_argv is None and args.out:
+        from raydist.analysis.report import report_dir_main
+
+        return report_dir_main(args.paths, args.out)
     if exec_argv is None:
         from raydist.results.report import report_main
 

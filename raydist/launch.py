@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from pathlib import Path
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
@@ -66,6 +67,8 @@ OmegaConf.register_new_resolver("job_subdir", job_subdir, replace=True)
 
 #: ``(job overrides, run directory, status)`` of every job of this process that did not end 0.
 FAILED: list[tuple[str, str, int]] = []
+#: The run directory of every job of this process that ran (not a dry run), in order.
+RUN_DIRS: list[str] = []
 
 
 def launch(cfg: DictConfig, run_dir: str) -> int:
@@ -104,6 +107,8 @@ def main(cfg: DictConfig) -> int:
     ``FAILED`` instead of exiting, so a ``--multirun`` goes on with its next job; an
     interrupt stops the whole sweep."""
     hydra_cfg = HydraConfig.get()
+    if not cfg.dry_run:
+        RUN_DIRS.append(hydra_cfg.runtime.output_dir)
     status = launch(cfg, hydra_cfg.runtime.output_dir)
     if status:
         FAILED.append((" ".join(hydra_cfg.overrides.task) or "(defaults)", hydra_cfg.runtime.output_dir, status))
@@ -122,17 +127,44 @@ def cli(argv: list[str] | None = None) -> int:
     if problem:
         print(f"raydist: error: {problem}", file=sys.stderr, flush=True)
         return 2
+    interrupted = False
     try:
         main()
     except SystemExit as exc:
         if exc.code not in (None, 0, 130):
             return int(exc.code) if isinstance(exc.code, int) else 1
+        interrupted = exc.code == 130
+    if not interrupted:
+        write_sweep_report(RUN_DIRS)
     if not FAILED:
         return 0
     if "--multirun" in argv or "-m" in argv:
         for overrides, run_dir, status in FAILED:
             print(f"raydist: failed job (exit {status}): {overrides} -> {run_dir}", file=sys.stderr, flush=True)
     return max(status for _, _, status in FAILED)
+
+
+def write_sweep_report(run_dirs: list[str]) -> Path | None:
+    """The analysis report (``raydist.analysis.report``) of the jobs this process ran, written
+    into ``<run dir>/report`` for one job, or for a ``--multirun`` into ``report/`` of the
+    folder the jobs' run directories share; returns that folder, None when no job compiled a
+    ``runs.parquet``. A report that cannot be written is said on stderr and changes no exit
+    status: the runs themselves are done and kept."""
+    compiled = [Path(d) for d in dict.fromkeys(run_dirs) if (Path(d) / "runs.parquet").is_file()]
+    if not compiled:
+        return None
+    out = Path(os.path.commonpath(compiled)) / "report"
+    try:
+        from raydist.analysis.report import repository_sections, write_report
+
+        write_report(repository_sections(compiled), out, title=f"raydist report: {out.parent}")
+    except Exception as exc:  # noqa: BLE001 - a report is an extra; it never fails a finished launch
+        print(f"raydist: report not written to {out}: {type(exc).__name__}: {exc}; "
+              f"write it later with: raydist report {' '.join(map(str, compiled))} --out {out}",
+              file=sys.stderr, flush=True)
+        return None
+    print(f"report: {out / 'report.html'}", flush=True)
+    return out
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ tables it writes.
 
 from __future__ import annotations
 
+import csv
 import json
 import signal
 import subprocess
@@ -204,6 +205,16 @@ def test_hydra_multirun_leaves_one_complete_table_per_agent_level_and_seed(tmp_p
     summaries = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.glob("builtin/**/summary.md"))
     assert summaries == [f"builtin/{agent}/gemma3-270m/{view}/benchmark.limit=1/summary.md"
                          for agent in ("null", "oracle") for view in ("L0__s0", "L3__s0")]
+    # The sweep's analysis report, over its four jobs, in the folder they share.
+    report = tmp_path / "builtin" / "report"
+    assert res.stdout.strip().splitlines()[-1] == f"report: {report / 'report.html'}"
+    with open(report / "table-i.csv", newline="") as f:
+        assert [(r["agent"], r["level"], r["finished"], r["Pass@1 %"], r["Δ Pass@1 (pp)"]) for r in csv.DictReader(f)] == [
+            ("null", "L0", "1", "0.0", "0.0"), ("null", "L3", "1", "0.0", "0.0"),
+            ("oracle", "L0", "1", "100.0", "0.0"), ("oracle", "L3", "1", "100.0", "0.0")]
+    with open(report / "significance.csv", newline="") as f:
+        assert [(r["agent"], r["level"], r["paired instances"], r["p-value"]) for r in csv.DictReader(f)] == [
+            ("null", "L3", "1", "1.0"), ("oracle", "L3", "1", "1.0")]
 
 
 def test_a_failing_multirun_job_does_not_stop_the_next_and_the_exit_status_names_it(tmp_path):

@@ -274,9 +274,11 @@ def test_a_launch_writes_its_run_directory_to_the_storage_and_a_launch_elsewhere
     assert first.returncode == 0, first.stderr[-3000:]
     here, kept = tmp_path / "here" / RUN, tmp_path / "store" / RUN
     files = sorted(p.relative_to(kept).as_posix() for p in kept.rglob("*") if p.is_file())
-    # Everything of the run directory but the lock (.hydra, tables, summary, the unit's files).
+    # Everything of the run directory but the lock (.hydra, tables, summary, the unit's files); the
+    # analysis report is written after the launch, on the machine that ran it.
     assert files == sorted(p.relative_to(here).as_posix() for p in here.rglob("*")
-                           if p.is_file() and p.name != ".launch.lock")
+                           if p.is_file() and p.name != ".launch.lock" and not p.relative_to(here).parts[0] == "report")
+    assert (here / "report" / "report.html").is_file()
     [row] = [f for f in files if f.startswith("rows/")]
     assert {"runs.parquet", "steps.parquet", "preds/null__null__L0__s0.jsonl", "summary.md",
             ".hydra/config.yaml"} <= set(files)

@@ -1,0 +1,258 @@
+"""The analysis report of run directories (SchrodingerRepo §V): what was read and what is
+missing, Table I, the paired tests against L0, Figure 3, verdict stability with its power
+note, and the case study of Figure 4, as ``Section`` values that ``raydist.analysis._render``
+writes as one self-contained HTML file, Markdown and one CSV per table.
+
+    sections = repository_sections(["runs/builtin"])     # list[Section]
+    write_report(sections, "runs/builtin/report")         # {"html": Path, "markdown": Path, "csv": [Path]}
+
+Every number comes from ``raydist.analysis.repositories`` and ``raydist.analysis.significance``
+(which say how each is computed); this module only chooses columns, units and words. A cell
+that is not defined is written "-" in the HTML and Markdown and left empty in the CSV.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from raydist.analysis.repositories import FIGURE_CATEGORIES, added_action_shares, case_study, level_table
+from raydist.analysis.runs import BASELINE, finished_units, load_runs, short_cells, unfinished_run_dirs
+from raydist.analysis.significance import paired_significance, verdict_stability
+from raydist.results.report import find_run_dirs
+from raydist.results.summary import CATEGORIES as ACTION_CATEGORIES
+
+
+@dataclass(frozen=True)
+class Section:
+    """One part of the report: an ``id`` (the HTML element's id and the CSV's name), a
+    ``title``, ``text`` (paragraphs of plain text, shown above the table), a table
+    (``columns`` and ``rows``: raw values, None for "not defined"; ``formats``: per column a
+    ``str.format`` spec for the HTML and Markdown, e.g. ``"{:.1f}"``), an optional plotly
+    figure (a ``plotly.graph_objects.Figure``) and ``blocks``: ``(caption, preformatted text)``
+    pairs such as patches."""
+
+    id: str
+    title: str
+    text: tuple[str, ...] = ()
+    columns: tuple[str, ...] = ()
+    rows: tuple[tuple, ...] = ()
+    formats: dict = field(default_factory=dict)
+    figure: object = None
+    blocks: tuple[tuple[str, str], ...] = ()
+
+
+GATE_DIR = "_gate"  # raydist.driver.plan: the validity gate's run directory, beside the jobs'
+PCT, PP, P3, NUM = "{:.1f}", "{:+.1f}", "{:.3g}", "{:.1f}"
+
+
+def repository_sections(paths: Iterable[str | Path], *, seed: int = 0) -> list[Section]:
+    """The report of every main-job run directory at or below ``paths`` (as ``raydist report``
+    finds them), in reading order. Problems run directories (DyCodeEval) found there get one
+    section each with their own ``summary.md``.
+
+    Raises ValueError (from ``raydist.analysis.runs.load_runs``) naming the path when nothing
+    can be read: no path, no ``runs.parquet``, a broken file, or one unit in two directories."""
+    paths = [Path(p) for p in paths]
+    run_dirs, problems_dirs = find_run_dirs(paths)
+    # The validity gate's oracle and null runs (<benchmark>/_gate) are read only when named.
+    run_dirs = [d for d in run_dirs if d.name != GATE_DIR or d in paths]
+    sections = []
+    if run_dirs or not problems_dirs:
+        compiled = [d / "runs.parquet" for d in run_dirs if (d / "runs.parquet").is_file()]
+        table = load_runs(compiled or paths)
+        unfinished = [d for d in unfinished_run_dirs(paths) if d in run_dirs]
+        sections += [_sources(table, unfinished), _table_i(table), _significance(table, seed),
+                     _figure_3(table), _stability(table), *_case_studies(table)]
+    sections += [Section(id=f"problems-{i}", title=f"Dynamic problems: {d}", blocks=(("summary.md",
+                                                                                     (d / "summary.md").read_text()),))
+                 for i, d in enumerate(problems_dirs, 1)]
+    return sections
+
+
+def _sources(table, unfinished: Sequence[Path]) -> Section:
+    """What was read, and what is missing: cells short of instances, stopped launches."""
+    dirs = sorted(set(table.column("run_dir").to_pylist()))
+    short = short_cells(table)
+    text = [f"{table.num_rows} units from {len(dirs)} run directories: {', '.join(dirs)}."]
+    if unfinished:
+        text.append(f"Not read, no runs.parquet (a stopped launch; run it again to compile its rows): "
+                    f"{', '.join(map(str, unfinished))}.")
+    text.append("Every cell below with fewer finished instances than its system has: rates and tests use the "
+                "finished units only." if short else "No cell is missing a finished instance.")
+    rows = tuple((c["model"], c["agent"], c["level"], c["seed"], c["instances"], c["finished"], c["errors"],
+                  " ".join(c["missing"])) for c in short)
+    return Section(id="missing", title="Runs read and what is missing", text=tuple(text),
+                   columns=("model", "agent", "level", "seed", "instances", "finished", "errors", "missing"),
+                   rows=rows)
+
+
+def _table_i(table) -> Section:
+    rows = level_table(table)
+    out = tuple((r["model"], r["agent"], r["level"], r["finished"], r["units"], r["seeds"],
+                 _pct(r["pass_at_1"]), _pct(r["pass_at_1_std"]), r["delta_pp"],
+                 r["mean_steps"], r["mean_steps_change"], r["mean_input_tokens"], r["mean_input_tokens_change"],
+                 r["mean_output_tokens"], r["mean_output_tokens_change"], r["mean_cost"], r["mean_cost_change"],
+                 r["input_error"], r["infrastructure_error"], r["bug"]) for r in rows)
+    columns = ("model", "agent", "level", "finished", "units", "seeds", "Pass@1 %", "sd (pp)", "Δ Pass@1 (pp)",
+               "actions", "Δ actions %", "input tokens", "Δ input %", "output tokens", "Δ output %", "cost USD",
+               "Δ cost %", "input errors", "infrastructure errors", "bugs")
+    formats = {"Pass@1 %": PCT, "sd (pp)": PCT, "Δ Pass@1 (pp)": PP, "actions": NUM, "Δ actions %": PP,
+               "input tokens": "{:.0f}", "Δ input %": PP, "output tokens": "{:.0f}", "Δ output %": PP,
+               "cost USD": "{:.4f}", "Δ cost %": PP}
+    return Section(
+        id="table-i", title="Table I: Pass@1 and cost per model and level (SchrodingerRepo §V-A)",
+        text=("Pass@1 is the mean over seeds of each seed's resolved share of its finished units; sd is the standard "
+              "deviation over seeds (ddof 1, '-' with one seed). Δ Pass@1 is against L0 in percentage points; the "
+              "other Δ are relative changes of the per-unit mean against L0 in %. Units that ended in an error are "
+              "counted in the last three columns and in no rate or mean.",),
+        columns=columns, rows=out, formats=formats, figure=_pass_figure(rows))
+
+
+def _significance(table, seed: int) -> Section:
+    rows = paired_significance(table, seed=seed)
+    out = tuple((r["model"], r["agent"], r["level"], r["instances"], r["unpaired"], r["delta_pp"], r["ci_low"],
+                 r["ci_high"], r["b"], r["c"], r["test"], r["p_value"]) for r in rows)
+    tests = dict.fromkeys(r["test"] for r in rows)
+    text = ["Each level against L0 on the instances with a finished unit at both (paired by instance). Δ is the "
+            "mean over instances of the resolved share at the level minus at L0, in points, with its 95% "
+            f"percentile bootstrap interval over instances (10,000 resamples, seed {seed}); b and c are the "
+            "instances resolved more often at L0 and at the level."]
+    text += [f"{test}: {next(r['assumptions'] for r in rows if r['test'] == test)}." for test in tests]
+    if not rows:
+        text.append(f"No level has an instance finished both at {BASELINE} and there: nothing to test.")
+    return Section(id="significance", title="Paired significance against L0 (§V-A)", text=tuple(text),
+                   columns=("model", "agent", "level", "paired instances", "unpaired", "Δ (pp)", "CI low (pp)",
+                            "CI high (pp)", "b", "c", "test", "p-value"),
+                   rows=out, formats={"Δ (pp)": PP, "CI low (pp)": PP, "CI high (pp)": PP, "p-value": P3})
+
+
+def _figure_3(table) -> Section:
+    rows = added_action_shares(table)
+    out = tuple((r["model"], r["agent"], r["level"], r["instances"], *(r[f"added_{c}"] for c in ACTION_CATEGORIES),
+                 r["added_total"], *(_pct(r[f"share_{c}"]) for c in FIGURE_CATEGORIES)) for r in rows)
+    columns = ("model", "agent", "level", "paired instances", *(f"added {c}" for c in ACTION_CATEGORIES),
+               "added (6 categories)", *(f"share {c} %" for c in FIGURE_CATEGORIES))
+    formats = {c: "{:+.2f}" for c in columns if c.startswith("added")} | {
+        c: PCT for c in columns if c.startswith("share")}
+    return Section(
+        id="figure-3", title="Figure 3: where the added actions go (§V-B)",
+        text=("Per instance paired with L0: the mean actions per category at the level minus at L0; the share is "
+              "each of the six categories' part of the added actions ('-' when the level added none).",),
+        columns=columns, rows=out, formats=formats, figure=_shares_figure(rows))
+
+
+def _stability(table) -> Section:
+    rows = verdict_stability(table)
+    out = tuple((r["model"], r["agent"], r["level"], r["instances"], r["multi_seed"], r["seed_disagreements"],
+                 r["paired"], r["resolved_to_unresolved"], r["unresolved_to_resolved"], r["mixed"], r["discordance"],
+                 r["instances_needed"]) for r in rows)
+    notes = [f"{r['model']} / {r['agent']} / {r['level']}: {r['power_note']}." for r in rows if r["power_note"]]
+    return Section(
+        id="stability", title="Verdict stability and power (§V-C)",
+        text=("Seed disagreements: instances resolved at some seeds of a level and not at others. Flips against L0: "
+              "every L0 unit resolved and none at the level, or the reverse; mixed instances count in no flip. "
+              "Discordance: the chance that one L0 run and one run at the level disagree.", *notes),
+        columns=("model", "agent", "level", "instances", "with 2+ seeds", "seed disagreements", "paired",
+                 "resolved→unresolved", "unresolved→resolved", "mixed", "discordance", "instances needed"),
+        rows=out, formats={"discordance": "{:.3f}"})
+
+
+def _case_studies(table) -> list[Section]:
+    """Figure 4: one case study per system that has an instance paired between L0 and a
+    transformed level (the others are named in the text of the first)."""
+    sections, skipped = [], []
+    for model, agent in finished_units(table):
+        try:
+            case = case_study(table, model, agent)
+        except ValueError as exc:
+            skipped.append(str(exc))
+            continue
+        rows = tuple((u["level"], u["seed"], u["resolved"], u["steps"], *(u["actions"][c] for c in ACTION_CATEGORIES))
+                     for u in case["units"])
+        blocks = tuple((f"{u['level']} seed {u['seed']}: final patch (original coordinates)",
+                        u["model_patch"] or "(empty patch)") for u in case["units"])
+        sections.append(Section(
+            id=f"case-study-{len(sections) + 1}", title=f"Case study (Figure 4): {case['instance_id']}, {model} / {agent}",
+            text=(f"Chosen because: {case['reason']}.",),
+            columns=("level", "seed", "resolved", "steps", *ACTION_CATEGORIES), rows=rows, blocks=blocks))
+    if skipped and sections:
+        sections[0] = Section(**{**sections[0].__dict__, "text": sections[0].text + tuple(skipped)})
+    if not sections:
+        sections.append(Section(id="case-study-1", title="Case study (Figure 4)",
+                                text=tuple(skipped) or ("No finished unit.",)))
+    return sections
+
+
+def _pct(share: float | None) -> float | None:
+    return None if share is None else 100 * share
+
+
+def _pass_figure(rows: list[dict]):
+    """Pass@1 (%) per level, one bar group per system, error bars the sd over seeds."""
+    go = _plotly()
+    figure = go.Figure()
+    for system in dict.fromkeys((r["model"], r["agent"]) for r in rows):
+        mine = [r for r in rows if (r["model"], r["agent"]) == system]
+        figure.add_bar(name=" / ".join(system), x=[r["level"] for r in mine], y=[_pct(r["pass_at_1"]) for r in mine],
+                       error_y={"type": "data", "array": [_pct(r["pass_at_1_std"]) or 0 for r in mine]})
+    figure.update_layout(barmode="group", yaxis_title="Pass@1 (%)", xaxis_title="level", height=380,
+                         margin={"t": 30, "b": 40}, legend_title_text="model / agent")
+    return figure
+
+
+def _shares_figure(rows: list[dict]):
+    """Figure 3: the actions added per instance against L0, stacked by category (a category
+    that fell goes below 0), one bar per system x level; the shares are in the table."""
+    go = _plotly()
+    figure = go.Figure()
+    labels = [f"{r['model']} / {r['agent']} / {r['level']}" for r in rows]
+    for category in FIGURE_CATEGORIES:
+        figure.add_bar(name=category, x=labels, y=[r[f"added_{category}"] for r in rows])
+    figure.update_layout(barmode="relative", yaxis_title="actions added per instance vs L0", height=380,
+                         margin={"t": 30, "b": 40}, legend_title_text="category")
+    return figure
+
+
+def _plotly():
+    from raydist._util.extras import require
+
+    return require("plotly.graph_objects", "analysis", "the report's figures")
+
+
+def write_report(sections: Sequence[Section], out_dir: str | Path, *, title: str = "raydist report") -> dict:
+    """Write ``sections`` into ``out_dir`` (created): ``report.html`` (one file, plotly.js and
+    every figure embedded: it opens offline), ``report.md`` and ``<section id>.csv`` for every
+    section with a table. Returns ``{"html": Path, "markdown": Path, "csv": [Path, ...]}``.
+    Files are replaced atomically. Raises OSError when ``out_dir`` cannot be written."""
+    from raydist.analysis._render import render_csv, render_html, render_markdown
+    from raydist._util.files import atomic_write_text
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    html, markdown = out / "report.html", out / "report.md"
+    atomic_write_text(html, render_html(sections, title=title))
+    atomic_write_text(markdown, render_markdown(sections, title=title))
+    csvs = []
+    for section in sections:
+        if section.columns:
+            csvs.append(out / f"{section.id}.csv")
+            atomic_write_text(csvs[-1], render_csv(section))
+    return {"html": html, "markdown": markdown, "csv": csvs}
+
+
+def report_dir_main(paths: Sequence[str], out: str) -> int:
+    """``raydist report PATHS --out DIR``: write the report, print the HTML file's path;
+    1 with one line on stderr when nothing can be read or the extra is missing."""
+    import sys
+
+    from raydist._util.extras import MissingExtra
+
+    try:
+        written = write_report(repository_sections(paths), out, title=f"raydist report: {' '.join(map(str, paths))}")
+    except (ValueError, MissingExtra, OSError) as exc:
+        print(f"raydist: error: {exc}", file=sys.stderr)
+        return 1
+    print(written["html"])
+    return 0
