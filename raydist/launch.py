@@ -67,7 +67,7 @@ OmegaConf.register_new_resolver("job_subdir", job_subdir, replace=True)
 
 #: ``(job overrides, run directory, status)`` of every job of this process that did not end 0.
 FAILED: list[tuple[str, str, int]] = []
-#: The run directory of every job of this process that ran (not a dry run), in order.
+#: The run directory of every job of this process that ran (not a dry run, not refused), in order.
 RUN_DIRS: list[str] = []
 
 
@@ -107,9 +107,9 @@ def main(cfg: DictConfig) -> int:
     ``FAILED`` instead of exiting, so a ``--multirun`` goes on with its next job; an
     interrupt stops the whole sweep."""
     hydra_cfg = HydraConfig.get()
-    if not cfg.dry_run:
-        RUN_DIRS.append(hydra_cfg.runtime.output_dir)
     status = launch(cfg, hydra_cfg.runtime.output_dir)
+    if not cfg.dry_run and status != 2:  # 2: refused before it ran (a setting, a run directory in use)
+        RUN_DIRS.append(hydra_cfg.runtime.output_dir)
     if status:
         FAILED.append((" ".join(hydra_cfg.overrides.task) or "(defaults)", hydra_cfg.runtime.output_dir, status))
     if status == 130:
