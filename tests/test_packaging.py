@@ -27,6 +27,7 @@ USED_WITHOUT_IMPORT = {
     "torch": "the pinned CPU build under sentence-transformers",
     "transformers": "pinned below 5.20 so that [gpu] installs beside [analysis]",
     "pytest": "dev: the test runner", "hypothesis": "dev: property tests", "ruff": "dev: the linter",
+    "pandas": "dev: tests read the run tables with it", "polars": "dev: likewise", "duckdb": "dev: likewise",
 }
 
 
