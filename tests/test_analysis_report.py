@@ -126,3 +126,23 @@ def test_headless_chromium_draws_every_table_and_both_figures(sweep, tmp_path):
     drawn = {c for _, c in colours}
     assert (229, 236, 246) in drawn  # plotly's plot background (#E5ECF6)
     assert (99, 110, 250) in drawn  # plotly's first bar colour (#636EFA)
+
+
+def test_a_problems_run_directory_adds_dycodeeval_tables_and_figures(sweep, tmp_path):
+    """DyCodeEval's sections (raydist.problems.sections) follow the repositories' ones in the
+    same page: Table 2's pass@k and DyPass@k, the Figure 5 fit with its band, diversity,
+    collisions and stability, each with its figure."""
+    from tests.test_problems_sections import make_run
+
+    problems = make_run(tmp_path / "problems" / "humaneval" / "gen")
+    written = write_report(repository_sections([sweep, problems]), tmp_path / "report")
+    ids = [p.stem for p in written["csv"]]
+    assert ids[:6] == ["missing", "table-i", "significance", "figure-3", "stability", "case-study-1"]
+    assert [i.split("-")[1] for i in ids[6:]] == ["pass", "contamination", "diversity", "collision", "stability"]
+    html = written["html"].read_text()
+    for section in ids[6:]:
+        assert f"id='{section}-plot'" in html or f'id="{section}-plot"' in html, section
+    with open(tmp_path / "report" / f"{ids[6]}.csv", newline="") as f:
+        # m1 passes both samples of every seed and variant (tests/test_problems_sections.py's PASSING)
+        m1 = next(r for r in csv.DictReader(f) if r["model"] == "m1")
+    assert (float(m1["pass@1"]), float(m1["DyPass@1"]), float(m1["delta@1"])) == (1.0, 1.0, 0.0)

@@ -183,7 +183,9 @@ _MISSING = textwrap.dedent("""
      "the Pass@1 confidence interval needs scipy.stats"),
     ("sentence_transformers", "from raydist.analysis import Embedder; Embedder().model",
      "semantic similarity needs sentence_transformers"),
-], ids=["sacrebleu", "scipy", "sentence-transformers"])
+    ("plotly", "from raydist.analysis.problems_figures import diversity_figure; diversity_figure([])",
+     "a DyCodeEval figure needs plotly.graph_objects"),
+], ids=["sacrebleu", "scipy", "sentence-transformers", "plotly"])
 def test_a_missing_analysis_extra_is_named(blocked, code, message):
     out = subprocess.run([sys.executable, "-c", _MISSING, blocked, str(ROOT), code], capture_output=True, text=True,
                          timeout=300, check=True)

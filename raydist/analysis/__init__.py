@@ -5,7 +5,11 @@ stability of Pass@1 across generated datasets. Pure Python on plain strings and 
 And the analysis stage of dynamic repositories (SchrodingerRepo §V) on launched run
 directories: ``runs`` (reading runs.parquet, what is missing), ``repositories`` (Table I,
 Figure 3, the case study of Figure 4) and ``significance`` (paired tests against L0, the
-bootstrap interval of the drop, verdict stability, McNemar sample size)."""
+bootstrap interval of the drop, verdict stability, McNemar sample size).
+
+And ``contamination``, the static-vs-dynamic fit of DyCodeEval §4.3 (Figure 5), beside
+``problems_figures``, the DyCodeEval figures (plotly; not imported here), which
+``raydist.problems.sections`` lays out."""
 
 from raydist.analysis.baselines import PERTURBATIONS, RENAMING, NotApplicable, perturb
 from raydist.analysis.collision import (
@@ -27,6 +31,7 @@ from raydist.analysis.collision import (
     repeat_rate,
     seed_collision_rate,
 )
+from raydist.analysis.contamination import ContaminationFit, FitPoint, contamination_fit
 from raydist.analysis.diversity import (
     Embedder,
     bleu4,
@@ -48,16 +53,16 @@ from raydist.analysis.significance import (
     sign_flip_test,
     verdict_stability,
 )
-from raydist.analysis.stability import Stability, stability
+from raydist.analysis.stability import Stability, mean_interval, stability
 
 __all__ = [
-    "PERTURBATIONS", "RENAMING", "Embedder", "NotApplicable", "Stability", "added_action_shares", "bleu4",
-    "bootstrap_interval", "case_study", "collision_approximation",
-    "collision_bound", "collision_probability", "collision_rate", "corpus_bleu4", "dataset_collision_bound",
+    "PERTURBATIONS", "RENAMING", "ContaminationFit", "Embedder", "FitPoint", "NotApplicable", "Stability",
+    "added_action_shares", "bleu4", "bootstrap_interval", "case_study", "collision_approximation", "collision_bound",
+    "collision_probability", "collision_rate", "contamination_fit", "corpus_bleu4", "dataset_collision_bound",
     "dataset_collision_probability", "dataset_repeat_bound", "dataset_repeat_probability", "default_embedder",
     "diversity_table", "external_diversity", "finished_units", "internal_diversity", "level_key", "level_table",
-    "load_runs", "mcnemar_exact", "mcnemar_sample_size", "normalise", "outcome_space", "paired_significance",
-    "per_seed", "perturb", "problem_repeat_bound", "problem_repeat_probability", "repeat_bound", "repeat_probability",
-    "repeat_rate", "seed_collision_rate", "semantic_similarity", "short_cells", "sign_flip_test", "stability",
-    "symmetric_bleu4", "unfinished_run_dirs", "verdict_stability",
+    "load_runs", "mcnemar_exact", "mcnemar_sample_size", "mean_interval", "normalise", "outcome_space",
+    "paired_significance", "per_seed", "perturb", "problem_repeat_bound", "problem_repeat_probability",
+    "repeat_bound", "repeat_probability", "repeat_rate", "seed_collision_rate", "semantic_similarity", "short_cells",
+    "sign_flip_test", "stability", "symmetric_bleu4", "unfinished_run_dirs", "verdict_stability",
 ]

@@ -22,13 +22,16 @@ nav a { margin-right: 1em; }
 
 
 def cell(value, spec: str | None) -> str:
-    """One table cell as text: None is ``MISSING``, a bool yes/no, a number by ``spec``."""
+    """One table cell as text: None is ``MISSING``, a bool yes/no, a number by ``spec`` (a
+    float without one to 4 significant digits)."""
     if value is None:
         return MISSING
     if isinstance(value, bool):
         return "yes" if value else "no"
     if spec and isinstance(value, int | float):
         return spec.format(value)
+    if isinstance(value, float):
+        return f"{value:.4g}"
     return str(value)
 
 

@@ -49,8 +49,8 @@ PCT, PP, P3, NUM = "{:.1f}", "{:+.1f}", "{:.3g}", "{:.1f}"
 
 def repository_sections(paths: Iterable[str | Path], *, seed: int = 0) -> list[Section]:
     """The report of every main-job run directory at or below ``paths`` (as ``raydist report``
-    finds them), in reading order. Problems run directories (DyCodeEval) found there get one
-    section each with their own ``summary.md``.
+    finds them), in reading order; then, for the problems run directories (DyCodeEval) found
+    there, the sections of ``raydist.problems.sections.problems_sections``.
 
     Raises ValueError (from ``raydist.analysis.runs.load_runs``) naming the path when nothing
     can be read: no path, no ``runs.parquet``, a broken file, or one unit in two directories."""
@@ -65,10 +65,20 @@ def repository_sections(paths: Iterable[str | Path], *, seed: int = 0) -> list[S
         unfinished = [d for d in unfinished_run_dirs(paths) if d in run_dirs]
         sections += [_sources(table, unfinished), _table_i(table), _significance(table, seed),
                      _figure_3(table), _stability(table), *_case_studies(table)]
-    sections += [Section(id=f"problems-{i}", title=f"Dynamic problems: {d}", blocks=(("summary.md",
-                                                                                     (d / "summary.md").read_text()),))
-                 for i, d in enumerate(problems_dirs, 1)]
+    if problems_dirs:
+        sections += _problems(problems_dirs)
     return sections
+
+
+def _problems(problems_dirs: Sequence[Path]) -> list[Section]:
+    """DyCodeEval's tables and figures (§4.3-§5: pass@k and DyPass@k, the contamination fit,
+    diversity, collisions, stability) from ``raydist.problems.sections``, laid out as sections."""
+    from raydist.problems.sections import problems_sections
+
+    return [Section(id=f"problems-{s.key}", title=f"{s.title} ({s.spec})", text=tuple(s.notes),
+                    columns=tuple(s.columns), rows=tuple(tuple(r.get(c) for c in s.columns) for r in s.rows),
+                    figure=s.figure)
+            for s in problems_sections(problems_dirs)]
 
 
 def _sources(table, unfinished: Sequence[Path]) -> Section:

@@ -5,6 +5,8 @@ Over R generated datasets the summary is the mean, the sample standard deviation
 unbiased variance estimator, as the R datasets are a sample of the datasets DyCodeEval could
 generate) and a two-sided Student-t confidence interval for the mean:
     mean ± t_{(1+confidence)/2, R-1} · std / sqrt(R).
+The same interval of a mean score over problems (pass@k, DyPass@k), clipped to the range the
+scores live in, is :func:`mean_interval`.
 """
 
 from __future__ import annotations
@@ -60,3 +62,17 @@ def stability(scores: Sequence[float], confidence: float = 0.95) -> Stability:
     stats = require("scipy.stats", "analysis", "the Pass@1 confidence interval")
     half = float(stats.t.ppf((1 + confidence) / 2, df=runs - 1)) * std / math.sqrt(runs)
     return Stability(runs=runs, mean=mean, std=std, ci_low=mean - half, ci_high=mean + half, confidence=confidence)
+
+
+def mean_interval(scores: Sequence[float], confidence: float = 0.95,
+                  bounds: tuple[float, float] = (0.0, 1.0)) -> tuple[float, float | None, float | None]:
+    """``(mean, low, high)`` of ``scores`` (per-problem scores): the Student-t interval of the
+    mean at ``confidence`` (:func:`stability`), clipped to ``bounds``, the range
+    the scores live in; low and high are None for a single score. Raises ``ValueError`` for
+    no score, and as ``stability`` does."""
+    if not scores:
+        raise ValueError("mean_interval needs at least one score")
+    if len(scores) == 1:
+        return float(scores[0]), None, None
+    s = stability(list(scores), confidence)
+    return s.mean, max(bounds[0], s.ci_low), min(bounds[1], s.ci_high)

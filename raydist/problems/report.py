@@ -21,8 +21,8 @@ from raydist.problems.phases import Seeds, Validated
 from raydist.problems.summary import Metrics
 from raydist.results.schema import table_from_rows
 
-__all__ = ["COMPLETIONS_SCHEMA", "Report", "collision_markdown", "completions_table", "diversity_markdown", "report",
-           "stability_markdown", "summary_markdown"]
+__all__ = ["COMPLETIONS_SCHEMA", "Report", "collision_markdown", "completions_table", "diversity_markdown",
+           "diversity_rows", "diversity_table_markdown", "report", "stability_markdown", "summary_markdown"]
 
 COMPLETIONS_SCHEMA = pa.schema([
     pa.field("model", pa.string(), nullable=False),
@@ -118,23 +118,39 @@ def summary_markdown(dataset: str, generator: str, variants_per_seed: int, ks: l
     return "\n".join(lines) + "\n"
 
 
+def diversity_rows(baselines: list[str], seeds: list[tuple[str, str, str]],
+                   accepted: list[tuple[str, str]]) -> list[tuple[str, str, str, str]]:
+    """The input of ``raydist.analysis.diversity.diversity_table``: ``(method, seed_id,
+    seed_prompt, variant_prompt)`` for DyCodeEval's ``accepted`` variants (``(seed_id,
+    prompt)``) of the ``seeds`` (``(problem_id, prompt, entry_point)``), then two perturbations
+    (seeds 0 and 1) of every seed by each rule-based baseline that applies to it."""
+    from raydist.analysis.baselines import perturb
+
+    prompts = {problem_id: prompt for problem_id, prompt, _ in seeds}
+    rows = [("dycodeeval", seed_id, prompts[seed_id], prompt) for seed_id, prompt in accepted if seed_id in prompts]
+    for name in baselines:
+        for problem_id, prompt, entry_point in seeds:
+            for seed in (0, 1):
+                try:
+                    rows.append((name, problem_id, prompt, perturb(prompt, entry_point, name, seed)))
+                except ValueError:
+                    continue  # nothing for this perturbation to act on in this prompt
+    return rows
+
+
 def diversity_markdown(baselines: list[str], problems: list, accepted: list) -> str:
     """§4.4's table: external (variant vs seed) and internal (variant vs variant) BLEU-4 and
     semantic similarity, for DyCodeEval's accepted variants and each rule-based baseline
-    (two seeds of each per problem). Lower means more diverse."""
-    from raydist.analysis.baselines import perturb
+    (two seeds of each per problem, :func:`diversity_rows`). Lower means more diverse."""
     from raydist.analysis.diversity import diversity_table
 
-    prompts = {p.problem_id: p for p in problems}
-    rows = [("dycodeeval", v.seed_id, prompts[v.seed_id].prompt, v.prompt) for v in accepted if v.seed_id in prompts]
-    for name in baselines:
-        for p in problems:
-            for seed in (0, 1):
-                try:
-                    rows.append((name, p.problem_id, p.prompt, perturb(p.prompt, p.entry_point, name, seed)))
-                except ValueError:
-                    continue  # nothing for this perturbation to act on in this prompt
-    table = diversity_table(rows)
+    table = diversity_table(diversity_rows(baselines, [(p.problem_id, p.prompt, p.entry_point) for p in problems],
+                                           [(v.seed_id, v.prompt) for v in accepted]))
+    return diversity_table_markdown(table)
+
+
+def diversity_table_markdown(table: list[dict]) -> str:
+    """The rows of ``diversity_table`` as the summary's Markdown section."""
     lines = ["", "## Diversity (§4.4; lower similarity = more diverse)", "",
              "| method | seeds | variants | external BLEU-4 | external semantic | internal BLEU-4 | internal semantic |",
              "|---|---:|---:|---:|---:|---:|---:|"]
