@@ -259,3 +259,9 @@ def test_validity_gate_excludes_views_the_oracle_cannot_resolve_or_the_null_agen
     assert "null agent (no change) resolves" in reasons["gate-null-resolves"]
     assert "oracle" in reasons["gate-oracle-fails"]
     assert "2 excluded and not run" in res.stdout
+    # The launch's analysis report holds the embedded model's run as its rows say.
+    [row] = rows
+    with open(tmp_path / "file" / "miniswe" / "gemma3-270m" / "L0__s0" / "report" / "table-i.csv", newline="") as f:
+        assert [(r["model"], r["agent"], r["level"], r["finished"], float(r["Pass@1 %"]), float(r["input tokens"]))
+                for r in csv.DictReader(f)] == [("gemma3-270m", "miniswe", "L0", "1", 100.0 * row["resolved"],
+                                                 float(row["input_tokens"]))]
