@@ -145,6 +145,11 @@ def test_oracle_run_writes_its_steps_action_counts_and_leak_audit(tmp_path):
     [log] = (run_dir / "grading").iterdir()
     assert log.name == trajectory.name.replace(".traj.json", ".grading.log")
     assert "passed" in log.read_text()
+    # pandas, polars and duckdb read the run's tables as they are (tests/test_run_tables_readers.py)
+    from test_run_tables_readers import assert_read_alike
+
+    assert [r["key"] for r in assert_read_alike(run_dir / "runs.parquet")] == [row["key"]]
+    assert len(assert_read_alike(run_dir / "steps.parquet")) == 2
 
 
 def test_unknown_model_name_is_a_clear_error_before_any_unit_runs(tmp_path):

