@@ -26,7 +26,6 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from pathlib import Path
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
@@ -135,6 +134,8 @@ def cli(argv: list[str] | None = None) -> int:
             return int(exc.code) if isinstance(exc.code, int) else 1
         interrupted = exc.code == 130
     if not interrupted:
+        from raydist.analysis.report import write_sweep_report
+
         write_sweep_report(RUN_DIRS)
     if not FAILED:
         return 0
@@ -142,29 +143,6 @@ def cli(argv: list[str] | None = None) -> int:
         for overrides, run_dir, status in FAILED:
             print(f"raydist: failed job (exit {status}): {overrides} -> {run_dir}", file=sys.stderr, flush=True)
     return max(status for _, _, status in FAILED)
-
-
-def write_sweep_report(run_dirs: list[str]) -> Path | None:
-    """The analysis report (``raydist.analysis.report``) of the jobs this process ran, written
-    into ``<run dir>/report`` for one job, or for a ``--multirun`` into ``report/`` of the
-    folder the jobs' run directories share; returns that folder, None when no job compiled a
-    ``runs.parquet``. A report that cannot be written is said on stderr and changes no exit
-    status: the runs themselves are done and kept."""
-    compiled = [Path(d) for d in dict.fromkeys(run_dirs) if (Path(d) / "runs.parquet").is_file()]
-    if not compiled:
-        return None
-    out = Path(os.path.commonpath(compiled)) / "report"
-    try:
-        from raydist.analysis.report import repository_sections, write_report
-
-        write_report(repository_sections(compiled), out, title=f"raydist report: {out.parent}")
-    except Exception as exc:  # noqa: BLE001 - a report is an extra; it never fails a finished launch
-        print(f"raydist: report not written to {out}: {type(exc).__name__}: {exc}; "
-              f"write it later with: raydist report {' '.join(map(str, compiled))} --out {out}",
-              file=sys.stderr, flush=True)
-        return None
-    print(f"report: {out / 'report.html'}", flush=True)
-    return out
 
 
 if __name__ == "__main__":

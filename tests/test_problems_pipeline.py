@@ -169,6 +169,12 @@ def test_accepted_variants_are_checked_evaluated_and_scored(tmp_path, endpoint):
     assert again.returncode == 0, again.stderr[-3000:]
     assert "0 to generate" in again.stdout and "0 to run" in again.stdout
     assert "| scripted | 2 | 1.000 | 2 | 0.000 |" in again.stdout
+    # the launch's own report, with the same Table 2 row as the sections below
+    assert again.stdout.strip().splitlines()[-1] == f"report: {run / 'report' / 'report.html'}"
+    [table_2] = (run / "report").glob("problems-pass-*.csv")
+    with open(table_2, newline="") as f:
+        [row] = list(csv.DictReader(f))
+    assert (row["model"], row["pass@1"], row["DyPass@1"], row["delta@1"]) == ("scripted", "1.0", "0.0", "-1.0")
     check_tables_and_exports_of(run, tmp_path / "export")
 
 

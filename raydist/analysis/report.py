@@ -47,10 +47,11 @@ GATE_DIR = "_gate"  # raydist.driver.plan: the validity gate's run directory, be
 PCT, PP, P3, NUM = "{:.1f}", "{:+.1f}", "{:.3g}", "{:.1f}"
 
 
-def repository_sections(paths: Iterable[str | Path], *, seed: int = 0) -> list[Section]:
+def repository_sections(paths: Iterable[str | Path], *, seed: int = 0, diversity: bool = True) -> list[Section]:
     """The report of every main-job run directory at or below ``paths`` (as ``raydist report``
     finds them), in reading order; then, for the problems run directories (DyCodeEval) found
-    there, the sections of ``raydist.problems.sections.problems_sections``.
+    there, the sections of ``raydist.problems.sections.problems_sections`` (``diversity=False``
+    leaves out the diversity section, which loads the MiniLM model).
 
     Raises ValueError (from ``raydist.analysis.runs.load_runs``) naming the path when nothing
     can be read: no path, no ``runs.parquet``, a broken file, or one unit in two directories."""
@@ -66,11 +67,11 @@ def repository_sections(paths: Iterable[str | Path], *, seed: int = 0) -> list[S
         sections += [_sources(table, unfinished), _table_i(table), _significance(table, seed),
                      _figure_3(table), _stability(table), *_case_studies(table)]
     if problems_dirs:
-        sections += _problems(problems_dirs)
+        sections += _problems(problems_dirs, diversity)
     return sections
 
 
-def _problems(problems_dirs: Sequence[Path]) -> list[Section]:
+def _problems(problems_dirs: Sequence[Path], diversity: bool) -> list[Section]:
     """DyCodeEval's tables and figures (§4.3-§5: pass@k and DyPass@k, the contamination fit,
     diversity, collisions, stability) from ``raydist.problems.sections``, laid out as sections."""
     from raydist.problems.sections import problems_sections
@@ -78,7 +79,7 @@ def _problems(problems_dirs: Sequence[Path]) -> list[Section]:
     return [Section(id=f"problems-{s.key}", title=f"{s.title} ({s.spec})", text=tuple(s.notes),
                     columns=tuple(s.columns), rows=tuple(tuple(r.get(c) for c in s.columns) for r in s.rows),
                     figure=s.figure)
-            for s in problems_sections(problems_dirs)]
+            for s in problems_sections(problems_dirs, diversity=diversity)]
 
 
 def _sources(table, unfinished: Sequence[Path]) -> Section:
@@ -266,3 +267,30 @@ def report_dir_main(paths: Sequence[str], out: str) -> int:
         return 1
     print(written["html"])
     return 0
+
+
+def write_sweep_report(run_dirs: Sequence[str | Path], *, diversity: bool = True) -> Path | None:
+    """The report of the jobs a launch ran (``python -m raydist.launch``, and
+    ``raydist.problems.launch`` with ``diversity=False``), written into ``<run dir>/report``
+    for one job, or for a ``--multirun`` into ``report/`` of the folder the jobs' run
+    directories share; returns that folder, None when no job left a table (``runs.parquet``, or
+    a problems run's ``variants.parquet``). A report that cannot be written is one line on
+    stderr naming the command that writes it later: the runs themselves are done and kept, so
+    it never changes a launch's exit status."""
+    import os
+    import sys
+
+    compiled = [Path(d) for d in dict.fromkeys(map(str, run_dirs))
+                if (Path(d) / "runs.parquet").is_file() or (Path(d) / "variants.parquet").is_file()]
+    if not compiled:
+        return None
+    out = Path(os.path.commonpath(compiled)) / "report"
+    try:
+        write_report(repository_sections(compiled, diversity=diversity), out, title=f"raydist report: {out.parent}")
+    except Exception as exc:  # noqa: BLE001 - a report is an extra; it never fails a finished launch
+        print(f"raydist: report not written to {out}: {type(exc).__name__}: {exc}; "
+              f"write it later with: raydist report {' '.join(map(str, compiled))} --out {out}",
+              file=sys.stderr, flush=True)
+        return None
+    print(f"report: {out / 'report.html'}", flush=True)
+    return out

@@ -223,6 +223,11 @@ def cli(argv: list[str] | None = None) -> int:
         print(f"raydist: error: {problem}", file=sys.stderr)
         return 2
     main()
+    if not JOBS.interrupted:
+        from raydist.analysis.report import write_sweep_report
+
+        # Diversity is in each job's summary.md; `raydist report --out` adds its section (MiniLM).
+        write_sweep_report([run_dir for run_dir, status in JOBS.done if status != 2], diversity=False)
     return JOBS.status(file=sys.stderr)
 
 
