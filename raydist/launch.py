@@ -134,7 +134,7 @@ def cli(argv: list[str] | None = None) -> int:
             return int(exc.code) if isinstance(exc.code, int) else 1
         interrupted = exc.code == 130
     if not interrupted:
-        from raydist.analysis.report import write_sweep_report
+        from raydist.reporting import write_sweep_report
 
         write_sweep_report(RUN_DIRS)
     if not FAILED:

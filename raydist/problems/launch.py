@@ -224,7 +224,7 @@ def cli(argv: list[str] | None = None) -> int:
         return 2
     main()
     if not JOBS.interrupted:
-        from raydist.analysis.report import write_sweep_report
+        from raydist.reporting import write_sweep_report
 
         # Diversity is in each job's summary.md; `raydist report --out` adds its section (MiniLM).
         write_sweep_report([run_dir for run_dir, status in JOBS.done if status != 2], diversity=False)

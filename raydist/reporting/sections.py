@@ -1,6 +1,7 @@
-"""The analysis report of run directories (SchrodingerRepo §V): what was read and what is
+"""The analysis report of run directories (SchrodingerRepo §V, and DyCodeEval §4.3-§5 for
+problems runs through ``raydist.problems.sections``): what was read and what is
 missing, Table I, the paired tests against L0, Figure 3, verdict stability with its power
-note, and the case study of Figure 4, as ``Section`` values that ``raydist.analysis._render``
+note, and the case study of Figure 4, as ``Section`` values that ``raydist.reporting._render``
 writes as one self-contained HTML file, Markdown and one CSV per table.
 
     sections = repository_sections(["runs/builtin"])     # list[Section]
@@ -237,7 +238,7 @@ def write_report(sections: Sequence[Section], out_dir: str | Path, *, title: str
     every figure embedded: it opens offline), ``report.md`` and ``<section id>.csv`` for every
     section with a table. Returns ``{"html": Path, "markdown": Path, "csv": [Path, ...]}``.
     Files are replaced atomically. Raises OSError when ``out_dir`` cannot be written."""
-    from raydist.analysis._render import render_csv, render_html, render_markdown
+    from raydist.reporting._render import render_csv, render_html, render_markdown
     from raydist._util.files import atomic_write_text
 
     out = Path(out_dir)

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from raydist.analysis.report import repository_sections, write_report
+from raydist.reporting import repository_sections, write_report
 from raydist.cli import main as raydist_main
 from tests.test_analysis_repositories import U, unit, write_run
 

@@ -1,4 +1,4 @@
-"""Writing ``raydist.analysis.report.Section`` values as HTML (one self-contained file: the
+"""Writing ``raydist.reporting.Section`` values as HTML (one self-contained file: the
 plotly.js bundle and every figure are inlined, so the page opens offline), Markdown and CSV."""
 
 from __future__ import annotations
