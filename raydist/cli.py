@@ -132,8 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--output", metavar="FILE", help="also write the Markdown to FILE")
     report.add_argument("--out", metavar="DIR",
                         help="write the analysis report instead (SchrodingerRepo §V: Table I, paired tests against "
-                             "L0, Figure 3, verdict stability, case study) into DIR: report.html (one file, opens "
-                             "offline), report.md and one CSV per table; needs the analysis extra")
+                             "L0, Figure 3, verdict stability, case study; for problems runs DyCodeEval's Table 2, "
+                             "contamination fit, diversity, collisions, stability) into DIR: report.html (one file, "
+                             "opens offline), report.md and one CSV per table; needs the analysis extra")
 
     export = sub.add_parser("export", help="Write a run's results in another tool's format.", allow_abbrev=False)
     export_sub = export.add_subparsers(dest="format", metavar="FORMAT", required=True)
