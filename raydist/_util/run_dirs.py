@@ -1,5 +1,6 @@
 """The name a job's run directory takes from its command-line overrides, so that the jobs of
-one ``--multirun`` that compute different things never share a directory (and a table)."""
+one ``--multirun`` that compute different things never share a directory (and a table), and
+the folder of the validity gate's runs beside them (``GATE_DIR``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ from typing import Iterable
 
 from raydist._util.hashing import stable_hash
 
-__all__ = ["job_name"]
+__all__ = ["GATE_DIR", "job_name"]
+
+#: ``<output_root>/<benchmark>/_gate``: the validity gate's oracle and null runs of a benchmark.
+GATE_DIR = "_gate"
 
 #: Overrides no launcher names: paths and Hydra's own settings change where, never what.
 NOT_COMPUTED = ("output_root", "cache_dir", "data_root", "storage", "hydra", "hydra.*", "hydra/*")

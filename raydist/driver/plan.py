@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
+from raydist._util.run_dirs import GATE_DIR
 from raydist.cluster.plan import SCRIPTED_AGENTS, RunUnit, build_plan, expand_levels, unit_config_hash
 from raydist.cluster.prepare import with_preparation
 from raydist.cluster.runner import RayOptions
@@ -177,7 +178,7 @@ def _plan(cfg: DictConfig, run_dir: Path) -> Job:
             kind_of = scripted.pop("kind")
             gate_settings[name] = replace(settings, agent_kind=kind_of, agent_settings=AgentSettings(**scripted))
             gate_units += plan_for(name, scripted, scripted_environment)
-        gate = GatePlan(tuple(gate_units), gate_settings, Path(cfg.output_root) / str(cfg.benchmark.name) / "_gate")
+        gate = GatePlan(tuple(gate_units), gate_settings, Path(cfg.output_root) / str(cfg.benchmark.name) / GATE_DIR)
     title = f"raydist: {cfg.benchmark.name} / {agent}" + ("" if agent in SCRIPTED_AGENTS else f" / {model}")
     return Job(units=units, instances={i.instance_id: i for i in instances}, settings=settings,
                ray=_ray_options(cfg), agent=agent, model=ServedModel(model, local if kind == "llm" else None),

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from raydist._util.files import atomic_write_parquet, atomic_write_text
+from raydist.problems.generate import VARIANTS_SCHEMA
 from raydist.results.export import ExportError as _RunExportError
 
 __all__ = ["FORMATS", "HF_FILE", "HUMANEVAL_FILE", "HUMANEVAL_KEYS", "VARIANTS_HF_SCHEMA", "ExportError",
@@ -39,23 +40,15 @@ HUMANEVAL_KEYS = ("task_id", "prompt", "entry_point", "canonical_solution", "tes
 
 VARIANTS_HF_SCHEMA = pa.schema([
     pa.field("task_id", pa.string(), nullable=False),
-    pa.field("variant_id", pa.string(), nullable=False),
-    pa.field("seed_id", pa.string(), nullable=False),
-    pa.field("dataset", pa.string(), nullable=False),
-    pa.field("generation_seed", pa.int64(), nullable=False),
-    pa.field("generator_model", pa.string(), nullable=False),
-    pa.field("scenario", pa.string(), nullable=False),
+    *(VARIANTS_SCHEMA.field(name) for name in ("variant_id", "seed_id", "dataset", "generation_seed",
+                                                "generator_model", "scenario")),
     pa.field("contexts", pa.list_(pa.struct([pa.field("parameter", pa.string()), pa.field("context", pa.string())])),
              nullable=False),
-    pa.field("prompt", pa.string(), nullable=False),
-    pa.field("seed_prompt", pa.string(), nullable=False),
-    pa.field("entry_point", pa.string(), nullable=False),
-    pa.field("canonical_solution", pa.string(), nullable=False),
-    pa.field("tests", pa.list_(pa.string()), nullable=False),
-    pa.field("test_setup", pa.string(), nullable=False),
+    pa.field("prompt", pa.string(), nullable=False),  # an accepted variant always has one
+    *(VARIANTS_SCHEMA.field(name) for name in ("seed_prompt", "entry_point", "canonical_solution", "tests",
+                                                "test_setup")),
     pa.field("test", pa.string(), nullable=False),
-    pa.field("semantic_verdict", pa.string()),
-    pa.field("consistency_verdict", pa.string()),
+    *(VARIANTS_SCHEMA.field(name) for name in ("semantic_verdict", "consistency_verdict")),
 ])
 """One row per exported variant. ``canonical_solution`` is the whole program (as in
 ``variants.parquet``); ``tests`` are standalone asserts run after ``test_setup``; ``test`` is

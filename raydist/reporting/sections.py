@@ -15,9 +15,10 @@ that is not defined is written "-" in the HTML and Markdown and left empty in th
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from raydist._util.run_dirs import GATE_DIR
 from raydist.analysis.repositories import FIGURE_CATEGORIES, added_action_shares, case_study, level_table
 from raydist.analysis.runs import BASELINE, finished_units, load_runs, short_cells, unfinished_run_dirs
 from raydist.analysis.significance import paired_significance, verdict_stability
@@ -44,7 +45,6 @@ class Section:
     blocks: tuple[tuple[str, str], ...] = ()
 
 
-GATE_DIR = "_gate"  # raydist.driver.plan: the validity gate's run directory, beside the jobs'
 PCT, PP, P3, NUM = "{:.1f}", "{:+.1f}", "{:.3g}", "{:.1f}"
 
 
@@ -190,7 +190,7 @@ def _case_studies(table) -> list[Section]:
             text=(f"Chosen because: {case['reason']}.",),
             columns=("level", "seed", "resolved", "steps", *ACTION_CATEGORIES), rows=rows, blocks=blocks))
     if skipped and sections:
-        sections[0] = Section(**{**sections[0].__dict__, "text": sections[0].text + tuple(skipped)})
+        sections[0] = replace(sections[0], text=sections[0].text + tuple(skipped))
     if not sections:
         sections.append(Section(id="case-study-1", title="Case study (Figure 4)",
                                 text=tuple(skipped) or ("No finished unit.",)))
