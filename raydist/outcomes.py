@@ -8,6 +8,9 @@ Every result row has exactly one ``outcome``:
   resolve the instance. A weak model lands here, and only here. ``model_error`` is a
   non-transient refusal of the model server (400 bad request, context window exceeded,
   content policy): asking again would get the same answer, so the unit ends.
+- ``answered``: the agent finished a repository question (SWE-QA, ``raydist.qa``) and its answer
+  was scored by the judge (``qa_score``; an empty answer scores 0 without a judge call). It is
+  the ``resolved``/``unresolved`` of a question: a finished unit, but no patch was graded.
 - ``input_error``: the instance cannot be run as given (malformed row, gold or test patch
   that does not apply, no test command). Never retried: rerunning changes nothing.
 - ``infrastructure_error``: the machine failed the unit (Docker, the model server
@@ -18,7 +21,8 @@ Every result row has exactly one ``outcome``:
   ``error``.
 
 Rates (resolved rate, mean steps, tokens, cost) are computed over *finished* units
-(``resolved`` + ``unresolved``); the other three are counted apart, by ``error_cause``.
+(``resolved`` + ``unresolved``), answer scores over ``answered`` ones; the other three are
+counted apart, by ``error_cause``.
 """
 
 from __future__ import annotations
@@ -28,13 +32,16 @@ from dataclasses import dataclass
 
 RESOLVED = "resolved"
 UNRESOLVED = "unresolved"
+ANSWERED = "answered"
 INPUT_ERROR = "input_error"
 INFRASTRUCTURE_ERROR = "infrastructure_error"
 BUG = "bug"
 
-OUTCOMES = (RESOLVED, UNRESOLVED, INPUT_ERROR, INFRASTRUCTURE_ERROR, BUG)
+OUTCOMES = (RESOLVED, UNRESOLVED, ANSWERED, INPUT_ERROR, INFRASTRUCTURE_ERROR, BUG)
 FINISHED = frozenset({RESOLVED, UNRESOLVED})
-"""Outcomes that enter rates: the agent ran to an end and the patch was graded."""
+"""Outcomes that enter resolve rates: the agent ran to an end and the patch was graded."""
+SCORED = frozenset({ANSWERED})
+"""Outcomes that enter answer scores: the agent ran to an end on a question and was judged."""
 ERRORS = (INPUT_ERROR, INFRASTRUCTURE_ERROR, BUG)
 """Outcomes that are counted apart from the rates, in this order."""
 

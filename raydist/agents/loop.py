@@ -36,7 +36,8 @@ def build_model(endpoint: ModelEndpoint, settings: AgentSettings, prompts: Promp
     )
 
 
-def run_agent(*, view, sandbox, endpoint: ModelEndpoint, settings: AgentSettings, trajectory_path) -> AgentOutcome:
+def run_agent(*, view, sandbox, endpoint: ModelEndpoint, settings: AgentSettings, trajectory_path,
+              task: str = "patch") -> AgentOutcome:
     """Let the model solve `view.problem_statement` in `sandbox`, through `view.translator`.
 
     Args:
@@ -46,6 +47,8 @@ def run_agent(*, view, sandbox, endpoint: ModelEndpoint, settings: AgentSettings
         settings: limits, decoding settings and prompt folder.
         trajectory_path: where the trajectory JSON (mini-swe-agent format) is saved after each
             step; None keeps it in memory only.
+        task: "patch" (resolve the issue; `instance.j2`) or "qa" (answer the question and submit
+            the answer; `qa_instance.j2`), SchrodingerRepo RQ3.
 
     Returns:
         AgentOutcome with one step record per executed command (category, tokens of the call
@@ -67,7 +70,7 @@ def run_agent(*, view, sandbox, endpoint: ModelEndpoint, settings: AgentSettings
         register_local_model(endpoint.litellm_model)
     elif settings.cost_limit > 0:
         price_per_token(endpoint.litellm_model)
-    prompts = load_prompts(settings.prompts_dir)
+    prompts = load_prompts(settings.prompts_dir, task=task)
     model = build_model(endpoint, settings, prompts)
     env = ViewEnvironment(sandbox, view, timeout=settings.command_timeout_s, cwd=settings.cwd,
                           output_limit_chars=settings.output_limit_chars)
@@ -77,10 +80,11 @@ def run_agent(*, view, sandbox, endpoint: ModelEndpoint, settings: AgentSettings
         step_limit=settings.step_limit, cost_limit=settings.cost_limit,
         wall_time_limit_seconds=int(settings.wall_time_limit_s),
     )
-    error = None
+    error, submission = None, ""
     try:
         result = agent.run(task=view.problem_statement)
         exit_status = result.get("exit_status", "")
+        submission = result.get("submission", "") if exit_status == "Submitted" else ""
     except ModelUnreachable as exc:  # infrastructure: the unit records it and runs again (bounded)
         exit_status, error = type(exc).__name__, str(exc)
     except Exception as exc:
@@ -94,5 +98,5 @@ def run_agent(*, view, sandbox, endpoint: ModelEndpoint, settings: AgentSettings
         exit_status=exit_status, steps=agent.n_calls, input_tokens=model.input_tokens,
         output_tokens=model.output_tokens, cost=agent.cost, trajectory=trajectory, error=error,
         step_records=tuple(env.steps), statement_leaks=len(env.exposure.statement),
-        statement_names=tuple(env.exposure.statement),
+        statement_names=tuple(env.exposure.statement), submission=submission,
     )

@@ -37,6 +37,8 @@ class AgentOutcome:
         statement_leaks: identity tokens of the original repository in the problem statement
             as shown (`environment.leak_count`, §III-F).
         statement_names: those tokens, when the runner recorded them (`run_agent` does).
+        submission: what the agent submitted (the output after the submit marker, in view
+            coordinates, as the agent saw it); "" when it did not submit.
     """
 
     exit_status: str
@@ -49,6 +51,7 @@ class AgentOutcome:
     step_records: tuple[dict, ...] = ()
     statement_leaks: int = 0
     statement_names: tuple[str, ...] = ()
+    submission: str = ""
 
     @property
     def leaked_names(self) -> list[str]:

@@ -145,6 +145,17 @@ def gold_texts(sandbox, patch: str, originals: dict[str, str | None]) -> tuple[d
         sandbox.exec(f"rm -rf {scratch}", timeout=60, cwd="/")
 
 
+def answer(*, view, sandbox, text: str, settings: AgentSettings, trajectory_path=None) -> AgentOutcome:
+    """Submit ``text`` (an answer in view names) as a repository question's answer: the oracle of
+    a SWE-QA view, whose reference answer ``raydist.cluster.qa_unit`` hands in through
+    ``view.translator.to_view``. The command prints it from base64, so it reaches the submission
+    as the agent's output would: through the sandbox and the translator's ``to_view``."""
+    encoded = base64.b64encode(text.encode("utf-8")).decode("ascii")
+    command = f"{SUBMIT_COMMAND} && echo {encoded} | base64 -d"
+    return _run_script("oracle", [command], view=view, sandbox=sandbox, settings=settings,
+                       trajectory_path=trajectory_path, task="qa")
+
+
 def null(*, view, sandbox, settings: AgentSettings, trajectory_path=None) -> AgentOutcome:
     """Submit at once without editing anything (the floor every real agent should beat)."""
     return _run_script("null", [SUBMIT_COMMAND], view=view, sandbox=sandbox, settings=settings,
@@ -152,17 +163,19 @@ def null(*, view, sandbox, settings: AgentSettings, trajectory_path=None) -> Age
 
 
 def _run_script(name: str, commands: list[str], *, view, sandbox, settings: AgentSettings,
-                trajectory_path) -> AgentOutcome:
-    prompts = load_prompts(settings.prompts_dir)
+                trajectory_path, task: str = "patch") -> AgentOutcome:
+    prompts = load_prompts(settings.prompts_dir, task=task)
     env = ViewEnvironment(sandbox, view, timeout=settings.command_timeout_s, cwd=settings.cwd,
                           output_limit_chars=settings.output_limit_chars)
     model = ScriptedModel(name, commands, prompts.observation)
     # No step, cost or time limit: the script is finite and each command has its timeout.
     agent = RecordingAgent(model, env, system_template=prompts.system, instance_template=prompts.instance,
                            step_limit=0, cost_limit=0, output_path=trajectory_path)
-    error = None
+    error, submission = None, ""
     try:
-        exit_status = agent.run(task=view.problem_statement).get("exit_status", "")
+        result = agent.run(task=view.problem_statement)
+        exit_status = result.get("exit_status", "")
+        submission = result.get("submission", "") if exit_status == "Submitted" else ""
     except Exception as exc:  # noqa: BLE001 - recorded as the outcome, like the LLM agent's failures
         exit_status, error = type(exc).__name__, str(exc)
     failed = [s for s in env.steps if s["returncode"] != 0]
@@ -173,4 +186,4 @@ def _run_script(name: str, commands: list[str], *, view, sandbox, settings: Agen
     trajectory = agent.save(agent.config.output_path)
     return AgentOutcome(exit_status=exit_status, steps=agent.n_calls, input_tokens=0, output_tokens=0,
                         cost=0.0, trajectory=trajectory, error=error, step_records=tuple(env.steps),
-                        statement_leaks=len(env.exposure.statement))
+                        statement_leaks=len(env.exposure.statement), submission=submission)

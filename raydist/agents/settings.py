@@ -69,16 +69,18 @@ class Prompts:
     format_error: str
 
 
-def load_prompts(prompts_dir: str | Path) -> Prompts:
+def load_prompts(prompts_dir: str | Path, task: str = "patch") -> Prompts:
     """Read `<name>.j2` for each of system, instance, observation, format_error from
-    `prompts_dir` (a relative path is taken from the raydist checkout, not the working directory).
+    `prompts_dir` (a relative path is taken from the raydist checkout, not the working directory);
+    for `task="qa"` (a repository question) the instance template is `qa_instance.j2`.
 
     Raises:
         FileNotFoundError: a template (or the folder) is missing; names the file, the folder
             and the four files it must hold.
         jinja2.TemplateSyntaxError: a template does not parse.
     """
-    return Prompts(**read_templates(prompts_dir, {name: name for name in PROMPT_FILES}, "agent"))
+    stems = {name: "qa_instance" if task == "qa" and name == "instance" else name for name in PROMPT_FILES}
+    return Prompts(**read_templates(prompts_dir, stems, "agent"))
 
 
 AGENT_KINDS = ("llm", "oracle", "null")

@@ -21,9 +21,11 @@ from raydist.cluster.outputs import grading_log, read_trajectory, scratch_trajec
 from raydist.cluster.plan import RunUnit
 from raydist.outcomes import BUG, INPUT_ERROR, RESOLVED, UNRESOLVED, InfrastructureError, InputError, agent_exit_of, \
     classify_exception
+from raydist.tasks.swe_qa import is_qa
 
 if TYPE_CHECKING:  # imported where used: the sandbox's Limits loads Docker
     from raydist.agents.settings import AgentSettings
+    from raydist.qa.judge import JudgeSettings
     from raydist.sandbox import Limits
     from raydist.views import ViewOptions
 
@@ -54,6 +56,7 @@ class UnitSettings:
     base_image: str | None = None
     limits: Limits | None = None
     image_namespace: str = "swebench"
+    judge: JudgeSettings | None = None  # repository questions: who scores the answers (raydist.qa.judge)
 
 
 class UnitInputError(InputError):
@@ -118,12 +121,16 @@ def _base_row(unit: RunUnit) -> dict:
 
 
 def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared, traj_path: Path) -> dict:
-    from raydist.agents.outcome import exposure_columns
     from raydist.grading.apply import is_empty_patch
     from raydist.sandbox import Limits
     from raydist.views import build_view, recover_patch
 
     client, tag, repo, grade = _instance_image(instance, settings)
+    if is_qa(instance):
+        from raydist.cluster.qa_unit import run_qa
+
+        return run_qa(unit, instance, settings, endpoint, prepared, traj_path, image=(client, tag, repo),
+                      install_view=_install_view, agent_columns=agent_columns)
     view = build_view(instance, repo, unit.level, unit.seed, settings.view_options, prepared)
     limits = settings.limits or Limits()
 
@@ -135,21 +142,8 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared, tr
         initial = _install_view(box, view)
         outcome = _run_agent(settings, view, box, endpoint, traj_path, instance, repo)
         changes = _read_changes(box, initial, repo)
-    agent_seconds = time.time() - t0
-    out = {
-        "exit_status": outcome.exit_status, "steps": outcome.steps, "input_tokens": outcome.input_tokens,
-        "output_tokens": outcome.output_tokens, "cost": outcome.cost, "agent_seconds": round(agent_seconds, 3),
-        "view_files": len(view.files),
-        "statement_source": view.meta.get("l1_source", "canonical"),
-        "statement_attempts": int(view.meta.get("l1_attempts", 0)),
-        # §IV RQ2 action mix and §III-F leak audit; the step records go to the steps file.
-        **{f"actions_{category}": n for category, n in outcome.action_counts.items()},
-        "step_records": [dict(r) for r in outcome.step_records],
-    }
-    # Exposure audit (raydist.views.audit): names shown, left unmapped, typed from memory.
-    exposure = exposure_columns(view, outcome.step_records)
-    out["view_meta"] = json.dumps({**view.meta, "audit": exposure.pop("audit")}, default=str, sort_keys=True)
-    out.update(exposure)
+    out = agent_columns(outcome, view)
+    out["agent_seconds"] = round(time.time() - t0, 3)
     agent_exit = agent_exit_of(outcome.exit_status, cost=outcome.cost,
                                cost_limit=float(settings.agent_settings.cost_limit))
     if agent_exit is None:
@@ -192,6 +186,27 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared, tr
     return out
 
 
+def agent_columns(outcome, view) -> dict:
+    """The row columns every agent run fills, patch or question: exit status, steps, tokens,
+    cost, the view's size and statement source, the §IV RQ2 action mix, the §III-F exposure
+    audit (``view_meta`` with its ``audit``), and the step records (for the steps file)."""
+    from raydist.agents.outcome import exposure_columns
+
+    out = {
+        "exit_status": outcome.exit_status, "steps": outcome.steps, "input_tokens": outcome.input_tokens,
+        "output_tokens": outcome.output_tokens, "cost": outcome.cost,
+        "view_files": len(view.files),
+        "statement_source": view.meta.get("l1_source", "canonical"),
+        "statement_attempts": int(view.meta.get("l1_attempts", 0)),
+        **{f"actions_{category}": n for category, n in outcome.action_counts.items()},
+        "step_records": [dict(r) for r in outcome.step_records],
+    }
+    exposure = exposure_columns(view, outcome.step_records)
+    out["view_meta"] = json.dumps({**view.meta, "audit": exposure.pop("audit")}, default=str, sort_keys=True)
+    out.update(exposure)
+    return out
+
+
 def _instance_image(instance, settings: UnitSettings):
     """``(client, image tag, RepoFiles of its /testbed, grade function)`` of ``instance``: raydist's
     own image of its sdist recipe, graded by ``raydist.grading.grade``; or, for an official
@@ -221,7 +236,7 @@ def _instance_image(instance, settings: UnitSettings):
             f"{official_image_name(instance, settings.image_namespace)}); "
             "give the row `sdist` and `install` fields as the rows of ../shared/data/swebench/offline.jsonl have, or "
             "use the dataset's 5.x rows", cause="no_recipe")
-    if not instance.test_cmd:
+    if not instance.test_cmd and not is_qa(instance):  # a question is judged, not tested
         raise UnitInputError(f"instance {instance.instance_id!r} has no test_cmd; add one to the instance",
                              cause="no_test_cmd")
     client = connect(settings.docker_host)

@@ -39,6 +39,14 @@ class BenchmarkConfig:
     ``--slice``), e.g. ``0:50``; empty for all."""
     limit: Optional[int] = None
     """At most this many instances (the first ones, after ``filter`` and ``slice``), or null for all."""
+    format: str = "swebench"
+    """``swebench`` (SWE-bench-format rows) or ``swe_qa`` (SWE-QA's folder: ``source`` holds one
+    ``<repo>.jsonl`` of questions per repository and ``repo_commit.txt``; ``raydist.tasks.swe_qa``)."""
+    repositories: Any = None
+    """``format=swe_qa``: the SWE-QA repositories (file stems) to load, e.g. ``[flask]``."""
+    releases: Any = None
+    """``format=swe_qa``: stem -> ``{name, version, sha256}`` of the PyPI source release that
+    stands in for the commit of ``repo_commit.txt`` (``raydist.tasks.swe_qa.release_match`` says how closely)."""
     kind: str = "tasks"
     """``tasks`` (repositories, this launcher) or ``problems`` (``raydist.problems.launch``)."""
     dataset: Optional[str] = None
@@ -49,6 +57,16 @@ def _ids(value) -> list[str] | None:
     if value is None or value == "" or (not isinstance(value, str) and not list(value)):
         return None
     return [value] if isinstance(value, str) else [str(v) for v in value]
+
+
+def _swe_qa(source: str, bench) -> list:
+    from raydist.tasks.swe_qa import load_swe_qa
+
+    repositories = bench.get("repositories")
+    if not repositories:
+        raise ValueError("benchmark.format=swe_qa needs benchmark.repositories, e.g. [flask]")
+    repositories = [repositories] if isinstance(repositories, str) else [str(r) for r in repositories]
+    return load_swe_qa(source, dict(bench.get("releases") or {}), repositories)
 
 
 def load_benchmark(bench) -> list:
@@ -75,9 +93,16 @@ def load_benchmark(bench) -> list:
     ids, instance_ids = _ids(bench.get("ids")), _ids(bench.get("instance_ids"))
     if ids and instance_ids:
         raise ValueError("benchmark.ids and benchmark.instance_ids: give one of them (they mean the same)")
+    fmt = str(bench.get("format") or "swebench")
+    if fmt not in ("swebench", "swe_qa"):
+        raise ValueError(f"benchmark.format={fmt!r}: give swebench (SWE-bench rows) or swe_qa (SWE-QA's folder)")
     resolved = dataset_source(str(path), split) if path else str(source)
     try:
-        instances = load_instances(resolved, ids=ids, hf_split=split)
+        if fmt == "swe_qa":
+            instances = _swe_qa(resolved, bench)
+            instance_ids = instance_ids or ids
+        else:
+            instances = load_instances(resolved, ids=ids, hf_split=split)
     except RuntimeError as exc:  # the hub cannot be reached, or has no such dataset
         raise ValueError(f"benchmark.path={path or source!r}: {exc}. Offline, give a local file: "
                          "benchmark.path=../shared/data/swebench/swebench_lite.jsonl (or any JSONL/Parquet of "

@@ -187,6 +187,29 @@ class BudgetConfig:
 
 
 @dataclass
+class JudgeConfig:
+    """``judge``: the LLM judge of repository answers (``benchmark=swe_qa``; SWE-QA's five
+    dimensions, ``raydist.qa.judge``). Part of every question unit's key; unused by patch tasks."""
+
+    model: str = "gemma3-270m"
+    """Any litellm model name or a ``local_models`` entry (the embedded model by default)."""
+    attempts: int = 3
+    """Requests per answer until a reply gives the five scores (a local server's grammar makes the first do)."""
+    max_tokens: int = 64
+    """Completion tokens per judge request."""
+    temperature: float = 0.0
+    """Sampling temperature of the judge."""
+    request_timeout_s: float = 120.0
+    """Seconds one judge request may take (part of no key)."""
+    prompts_dir: str = "conf/prompts"
+    """Folder holding ``qa_judge.j2`` (a relative path is taken from the raydist package)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.attempts, str) and int(self.attempts) < 1:
+            raise ConfigError(f"judge.attempts must be at least 1, got {self.attempts}")
+
+
+@dataclass
 class LaunchConfig:
     """The main job: model x agent x level x seed over the instances of one benchmark."""
 
@@ -210,6 +233,7 @@ class LaunchConfig:
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     resume: ResumeConfig = field(default_factory=ResumeConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
     agents: Dict[str, Any] = field(default_factory=default_agents)
     """Named agents: ``kind`` (llm, oracle, null) plus fields of ``raydist.agents.AgentSettings``;
     ``miniswe`` (mini-swe-agent), ``oracle`` and ``null`` by default (``default_agents``)."""
@@ -247,6 +271,7 @@ class LaunchConfig:
 #: fast units run, where a model server listens, what runs again, how long a model call may
 #: take, what the launch may spend, the dry run.
 UNNAMED_OVERRIDES = ("benchmark", "benchmark.name", "agent", "model", "levels", "seeds", "sweep", "dry_run",
+                     "judge.request_timeout_s",
                      "cluster", "cluster.*", "resume.*", "budget.*", "sandbox.docker_host", "local_models.*.host",
                      "local_models.*.replicas",
                      *(f"view.{name}" for name in TIMING_OPTIONS),

@@ -10,6 +10,7 @@ rows are written through one ``RowSink`` per run directory.
 from __future__ import annotations
 
 import signal
+from dataclasses import replace
 import sys
 from collections.abc import Callable
 
@@ -137,17 +138,21 @@ def _execute(job: Job, todo: phases.Pending, base_image: str, store,
                 bad = verdict.views()
                 ready = phases.Runnable(tuple(u for u in ready.units if phases.view_of(u) not in bad),
                                         ready.prepared)
-            if view_model.name != job.model.name:
+            if view_model.name not in (job.model.name, job.judge.name if job.judge else None):
                 servers.release(view_model.name)  # free its CPUs (or GPU) for the agents
             if ready.units:
                 endpoint = (admission.attach(servers.endpoint(job.model.name, job.model.local), "agent")
                             if built.settings.agent_kind == "llm" else None)
+                settings = built.settings
+                if job.judge is not None:  # repository questions: the judge scores every answer
+                    judge = admission.attach(servers.endpoint(job.judge.name, job.judge.local), "judge")
+                    settings = replace(settings, judge=replace(settings.judge, endpoint=judge))
                 # The bar starts after preparation and the gate printed theirs.
                 already = len(job.units) - len(todo.units)
                 progress = UnitProgress(total=len(job.units), already_done=already + sum(sink.counts.values()),
                                         errors=sum(sink.counts.values()))
                 try:
-                    ran = phases.units(job, ready, built.settings, endpoint, sink, progress, stop=admission.spent,
+                    ran = phases.units(job, ready, settings, endpoint, sink, progress, stop=admission.spent,
                                        execute=execute)
                 finally:
                     progress.close()

@@ -67,7 +67,8 @@ class Job:
     run_dir: Path
     retry_errors: bool
     title: str
-    gate: GatePlan | None = None  # None: not gated (scripted agents, or gate=false)
+    gate: GatePlan | None = None  # None: not gated (scripted agents, gate=false, or questions)
+    judge: ServedModel | None = None  # the judge of repository answers; None: no question in the launch
     keys_unknown: str = ""  # a dry run without a model's weights: why the unit keys are not a run's
     budget: Budget = Budget()  # what this launch may spend on model calls (no bound by default)
     storage: str | None = None  # ``storage=`` (``raydist._util.storage``); None: the driver's disk only
@@ -143,6 +144,9 @@ def _plan(cfg: DictConfig, run_dir: Path) -> Job:
     if kind == "llm":
         environment["prompts"] = agent_prompts_digest(agent, agent_cfg)
         environment["model_server"] = _model_identity(model, local, cache_dir, unknown) if local else None
+    judge = _judge(cfg, instances, levels, local_models, cache_dir, unknown)
+    if judge is not None:  # question units are judged: the judge's identity and settings are in their keys
+        environment["judge"] = scripted_environment["judge"] = judge[1]
     view_name = str(view_options.get("model"))
     view_local = local_models.get(view_name)
     # Hashing the view model's weights is only worth it when a level asks that model.
@@ -166,12 +170,13 @@ def _plan(cfg: DictConfig, run_dir: Path) -> Job:
         cache_dir=str(cache_dir), run_dir=str(run_dir),
         docker_host=sandbox.docker_host, base_image=sandbox.base_image, network=sandbox.network,
         limits=Limits(**limits), grading_timeout_s=float(sandbox.grading_timeout_s),
-        image_namespace=str(sandbox.image_namespace),
+        image_namespace=str(sandbox.image_namespace), judge=None if judge is None else judge[2],
     )
     if needs_view_model:
         _check_model(view_name, view_local)
     gate = None
-    if bool(cfg.gate) and kind == "llm":
+    # A question has no tests: the gate's evidence (oracle resolves, null does not) does not exist.
+    if bool(cfg.gate) and kind == "llm" and judge is None:
         gate_units, gate_settings = [], {}
         for name in SCRIPTED_AGENTS:
             scripted = _container(cfg.agents[name])
@@ -183,9 +188,43 @@ def _plan(cfg: DictConfig, run_dir: Path) -> Job:
     return Job(units=units, instances={i.instance_id: i for i in instances}, settings=settings,
                ray=_ray_options(cfg), agent=agent, model=ServedModel(model, local if kind == "llm" else None),
                view_model=view_model, run_dir=run_dir, retry_errors=bool(cfg.resume.retry_errors), title=title,
-               gate=gate, keys_unknown="; ".join(dict.fromkeys(unknown or [])),
+               gate=gate, judge=None if judge is None else judge[0], keys_unknown="; ".join(dict.fromkeys(unknown or [])),
                budget=Budget(**_container(cfg.budget)),
                storage=None if cfg.get("storage") is None else str(cfg.storage), output_root=Path(cfg.output_root))
+
+
+def _judge(cfg: DictConfig, instances, levels, local_models: dict, cache_dir: Path, unknown):
+    """For a launch with repository questions (``raydist.tasks.swe_qa``): ``(ServedModel of the
+    judge, what the unit keys hash of it, JudgeSettings)``; None for a launch without questions.
+    Raises ``JobError`` for a question at a level with L4, whose rewrites must pass the
+    instance's tests (SWE-QA has none), and for a judge model that cannot be served."""
+    from raydist.qa.judge import JudgeSettings, load_judge_prompt
+    from raydist.tasks.swe_qa import is_qa
+    from raydist.views import levels_needing
+    from raydist._util.hashing import stable_hash
+
+    if not any(is_qa(i) for i in instances):
+        return None
+    with_l4 = [level for level in levels if "L4" in levels_needing(level)]
+    if with_l4:
+        raise JobError(f"levels {', '.join(with_l4)} include L4, whose rewrites are kept only when the instance's "
+                       f"tests pass (§III-E); repository questions have no tests: use L0-L3 and their "
+                       f"combinations, e.g. levels=[L0,L1,L2,L3,L1+L2+L3]")
+    conf = _container(cfg.judge)
+    name = str(conf["model"])
+    local = local_models.get(name)
+    _check_model(name, local)
+    try:
+        prompt = load_judge_prompt(conf["prompts_dir"])
+    except FileNotFoundError as exc:
+        raise JobError(f"judge.prompts_dir={conf['prompts_dir']}: {exc}") from exc
+    identity = _model_identity(name, local, cache_dir, unknown) if local else name
+    hashed = {"model": identity, "prompt": stable_hash(prompt), "attempts": int(conf["attempts"]),
+              "max_tokens": int(conf["max_tokens"]), "temperature": float(conf["temperature"])}
+    settings = JudgeSettings(model=name, attempts=int(conf["attempts"]), max_tokens=int(conf["max_tokens"]),
+                             temperature=float(conf["temperature"]),
+                             request_timeout_s=float(conf["request_timeout_s"]), prompts_dir=str(conf["prompts_dir"]))
+    return ServedModel(name, local, identity), hashed, settings
 
 
 def _model_identity(name: str, entry: dict | None, cache_dir: Path, unknown: list[str] | None) -> str:

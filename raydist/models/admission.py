@@ -25,7 +25,7 @@ OK, THROTTLED, FAILED = "ok", "throttled", "failed"
 """How one call attempt ended, as the limiter counts it: answered, refused with 429/503
 (overloaded or rate limited), or failed otherwise (neither grows nor shrinks the limit)."""
 
-PURPOSES = ("agent", "view", "generation", "evaluation")
+PURPOSES = ("agent", "view", "judge", "generation", "evaluation")
 """What a model call is for; the ledger keeps its totals per purpose."""
 
 LEASE_S = 1800.0

@@ -2,7 +2,7 @@
 row per command an agent ran).
 
 Units: seconds for times, tokens for token counts, US dollars for cost (0 for local models).
-``outcome`` is the one taxonomy of ``raydist.outcomes`` (resolved, unresolved, input_error,
+``outcome`` is the one taxonomy of ``raydist.outcomes`` (resolved, unresolved, answered, input_error,
 infrastructure_error, bug); ``error`` holds the message of an error outcome (a bug's with its
 traceback) and, for a finished unit, what stopped it short (a model error, a patch that does
 not apply, a test timeout).
@@ -28,7 +28,7 @@ RUNS_SCHEMA = pa.schema(
         pa.field("seed", pa.int64(), nullable=False),
         pa.field("config_hash", pa.string(), nullable=False),
         pa.field("resolved", pa.bool_(), nullable=False),
-        # The one outcome taxonomy (raydist.outcomes): resolved | unresolved | input_error |
+        # The one outcome taxonomy (raydist.outcomes): resolved | unresolved | answered | input_error |
         # infrastructure_error | bug; agent_exit says how a finished agent run ended
         # (submitted, step_limit, cost_limit, time_limit, format_errors, model_error);
         # error_cause groups errors (docker, model_unreachable, disk_full, ...); attempts
@@ -92,6 +92,16 @@ RUNS_SCHEMA = pa.schema(
         # files the patch changed (conftest.py, pytest.ini, tox.ini, ...; JSON list).
         pa.field("grading_channel", pa.string()),
         pa.field("test_infra_changed", pa.string()),
+        # Repository questions (SWE-QA, SchrodingerRepo RQ3; null for patch tasks): task is
+        # "qa" (null or "patch": an issue to resolve); answer is the agent's submission in
+        # original names (translated back from the view); qa_score the judge's Average Score
+        # (0-100: SWE-QA's five 0-10 dimensions summed, times 2), qa_scores the five (JSON),
+        # judge_model who judged; the judge's prompt and raw replies are grading/<unit>.judge.json.
+        pa.field("task", pa.string()),
+        pa.field("answer", pa.string()),
+        pa.field("qa_score", pa.float64()),
+        pa.field("qa_scores", pa.string()),
+        pa.field("judge_model", pa.string()),
         pa.field("trajectory", pa.string()),
         pa.field("error", pa.string()),
         pa.field("finished_at", pa.string()),
