@@ -27,7 +27,10 @@ BASELINE = "L0"
 REQUIRED_COLUMNS = ("key", "instance_id", "model", "agent", "level", "seed", "resolved", "outcome", "steps",
                     "input_tokens", "output_tokens", "cost", *(f"actions_{c}" for c in ACTION_COLUMNS),
                     "model_patch")
-_SCHEMA = pa.schema([RUNS_SCHEMA.field(name) for name in REQUIRED_COLUMNS])
+OPTIONAL_COLUMNS = ("task", "qa_score", "qa_scores")
+"""Columns of repository questions (``raydist.analysis.questions``), null in files written
+before raydist had them (every row of such a file is a patch task)."""
+_SCHEMA = pa.schema([RUNS_SCHEMA.field(name) for name in (*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS)])
 
 
 def load_runs(paths: Iterable[str | Path]) -> pa.Table:
@@ -72,7 +75,12 @@ def _read_runs(file: Path) -> pa.Table:
         if lacking:
             raise ValueError(f"{file} lacks column(s) {', '.join(lacking)}, which the repository analysis reads: it "
                              "is no runs.parquet of this raydist; run its launch again to rewrite it, or leave it out")
-        table = pq.read_table(file, columns=list(REQUIRED_COLUMNS)).select(list(REQUIRED_COLUMNS)).cast(_SCHEMA)
+        present = [c for c in OPTIONAL_COLUMNS if c in names]
+        table = pq.read_table(file, columns=[*REQUIRED_COLUMNS, *present])
+        for column in OPTIONAL_COLUMNS:
+            if column not in present:
+                table = table.append_column(column, pa.nulls(table.num_rows, RUNS_SCHEMA.field(column).type))
+        table = table.select(list(_SCHEMA.names)).cast(_SCHEMA)
     except (OSError, pa.ArrowException) as exc:
         raise ValueError(f"{file}: not a readable runs.parquet ({type(exc).__name__}: {exc}); run its launch again "
                          "to rewrite it, or leave it out") from exc

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from raydist._util.run_dirs import GATE_DIR
 from raydist.analysis.repositories import FIGURE_CATEGORIES, added_action_shares, case_study, level_table
+from raydist.analysis.questions import question_table, split_questions
 from raydist.analysis.runs import BASELINE, finished_units, load_runs, short_cells, unfinished_run_dirs
 from raydist.analysis.significance import paired_significance, verdict_stability
 from raydist.results.report import find_run_dirs
@@ -65,8 +66,13 @@ def repository_sections(paths: Iterable[str | Path], *, seed: int = 0, diversity
         compiled = [d / "runs.parquet" for d in run_dirs if (d / "runs.parquet").is_file()]
         table = load_runs(compiled or paths)
         unfinished = [d for d in unfinished_run_dirs(paths) if d in run_dirs]
-        sections += [_sources(table, unfinished), _table_i(table), _significance(table, seed),
-                     _figure_3(table), _stability(table), *_case_studies(table)]
+        patches, questions = split_questions(table)
+        sections.append(_sources(table, unfinished, patches))
+        if patches.num_rows or not questions.num_rows:
+            sections += [_table_i(patches), _significance(patches, seed), _figure_3(patches), _stability(patches),
+                         *_case_studies(patches)]
+        if questions.num_rows:
+            sections.append(_questions(questions))
     if problems_dirs:
         sections += _problems(problems_dirs, diversity)
     return sections
@@ -83,10 +89,10 @@ def _problems(problems_dirs: Sequence[Path], diversity: bool) -> list[Section]:
             for s in problems_sections(problems_dirs, diversity=diversity)]
 
 
-def _sources(table, unfinished: Sequence[Path]) -> Section:
-    """What was read, and what is missing: cells short of instances, stopped launches."""
+def _sources(table, unfinished: Sequence[Path], patches) -> Section:
+    """What was read, and what is missing: cells short of instances (patch tasks), stopped launches."""
     dirs = sorted(set(table.column("run_dir").to_pylist()))
-    short = short_cells(table)
+    short = short_cells(patches)
     text = [f"{table.num_rows} units from {len(dirs)} run directories: {', '.join(dirs)}."]
     if unfinished:
         text.append(f"Not read, no runs.parquet (a stopped launch; run it again to compile its rows): "
@@ -120,6 +126,30 @@ def _table_i(table) -> Section:
               "other Δ are relative changes of the per-unit mean against L0 in %. Units that ended in an error are "
               "counted in the last three columns and in no rate or mean.",),
         columns=columns, rows=out, formats=formats, figure=_pass_figure(rows))
+
+
+def _questions(table) -> Section:
+    from raydist.qa.judge import DIMENSIONS
+
+    rows = question_table(table)
+    columns = ("model", "agent", "level", "answered", "units", "seeds", "Average Score", "sd", "Δ score",
+               *DIMENSIONS, "actions", "Δ actions %", "input tokens", "Δ input %", "input errors",
+               "infrastructure errors", "bugs")
+    out = tuple((r["model"], r["agent"], r["level"], r["answered"], r["units"], r["seeds"], r["score"],
+                 r["score_std"], r["delta"], *(r[d] for d in DIMENSIONS), r["mean_steps"], r["mean_steps_change"],
+                 r["mean_input_tokens"], r["mean_input_tokens_change"], r["input_error"],
+                 r["infrastructure_error"], r["bug"]) for r in rows)
+    formats = {"Average Score": "{:.2f}", "sd": "{:.2f}", "Δ score": "{:+.2f}", **{d: "{:.2f}" for d in DIMENSIONS},
+               "actions": NUM, "Δ actions %": PP, "input tokens": "{:.0f}", "Δ input %": PP}
+    return Section(
+        id="swe-qa", title="Repository questions: SWE-QA Average Score per model and level (SchrodingerRepo RQ3)",
+        text=("Average Score (0-100): the judge's five SWE-QA scores (0-10 each: correctness, completeness, relevance, "
+              "clarity, reasoning) summed and doubled, averaged over answered questions, then over seeds; sd over "
+              "seeds. Δ score is against L0 in points; Δ actions and Δ input tokens are relative changes of the "
+              "per-unit mean against L0 in %. An empty answer scores 0 (not judged). Units that ended in an error "
+              "are counted in the last three columns and in no score or mean. The judge's prompt and raw replies of "
+              "each answer are grading/<unit>.judge.json in its run directory.",),
+        columns=columns, rows=out, formats=formats)
 
 
 def _significance(table, seed: int) -> Section:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from raydist.outcomes import BUG, ERRORS, FINISHED, INFRASTRUCTURE_ERROR, INPUT_ERROR, RESOLVED
+from raydist.outcomes import ANSWERED, BUG, ERRORS, FINISHED, INFRASTRUCTURE_ERROR, INPUT_ERROR, RESOLVED, SCORED
 from raydist.results.schema import RUNS_SCHEMA
 
 # The action taxonomy's categories in the schema's column order (§IV RQ2's navigate, search, read,
@@ -26,20 +26,26 @@ def summarise(table: pa.Table) -> list[dict]:
     units only ``resolved_rate`` (resolved / finished; 0.0 when none finished),
     ``mean_steps``, ``mean_input_tokens``, ``mean_output_tokens`` and ``cost`` (USD, summed);
     then the error outcomes counted apart: ``input_error``, ``infrastructure_error``, ``bug``.
+    Repository questions (outcome ``answered``) count as finished; ``answered`` counts them and
+    ``mean_score`` is their mean judge Average Score (0-100, None when none was answered); they
+    never enter ``resolved_rate``.
 
     A unit that ended in an error has no result: counting it as unresolved would lower the
     rate for a broken machine, and its steps would enter the means (raydist.outcomes)."""
     groups: dict[tuple, list[dict]] = {}
     for row in table.select(["model", "agent", "level", "outcome", "steps", "input_tokens", "output_tokens",
-                             "cost"]).to_pylist():
+                             "cost", "qa_score"]).to_pylist():
         groups.setdefault((row["model"], row["agent"], row["level"]), []).append(row)
     out = []
     for (model, agent, level), rows in sorted(groups.items()):
-        done = [r for r in rows if r["outcome"] in FINISHED]
-        resolved = sum(r["outcome"] == RESOLVED for r in done)
+        graded = [r for r in rows if r["outcome"] in FINISHED]
+        answered = [r for r in rows if r["outcome"] in SCORED]
+        done = graded + answered
+        resolved = sum(r["outcome"] == RESOLVED for r in graded)
         out.append({
             "model": model, "agent": agent, "level": level, "units": len(rows), "finished": len(done),
-            "resolved": resolved, "resolved_rate": resolved / len(done) if done else 0.0,
+            "resolved": resolved, "resolved_rate": resolved / len(graded) if graded else 0.0,
+            ANSWERED: len(answered), "mean_score": _mean(answered, "qa_score") if answered else None,
             "mean_steps": _mean(done, "steps"), "mean_input_tokens": _mean(done, "input_tokens"),
             "mean_output_tokens": _mean(done, "output_tokens"), "cost": float(sum(r["cost"] or 0.0 for r in done)),
             **{outcome: sum(r["outcome"] == outcome for r in rows) for outcome in ERRORS},
@@ -75,7 +81,8 @@ def to_markdown(rows: list[dict], *, title: str, planned: int, note: str = "", e
     (``error_counts``) is not empty, the errors by outcome and cause."""
     with_row = sum(r["units"] for r in rows)
     finished = sum(r["finished"] for r in rows)
-    lines = [f"# {title}", "", f"{with_row} of {planned} units ran: {finished} finished (resolved or unresolved), "
+    lines = [f"# {title}", "", f"{with_row} of {planned} units ran: {finished} finished (resolved, unresolved or "
+             "answered), "
              f"{with_row - finished} ended in an error. Rates, means and cost are over finished units.", ""]
     if note:
         lines += [note, ""]
@@ -91,6 +98,14 @@ def to_markdown(rows: list[dict], *, title: str, planned: int, note: str = "", e
             f"| {r['mean_input_tokens']:.0f} | {r['mean_output_tokens']:.0f} "
             f"| {r['cost']:.4f} | {r[INPUT_ERROR]} | {r[INFRASTRUCTURE_ERROR]} | {r[BUG]} |"
         )
+    if any(r.get(ANSWERED) for r in rows):
+        lines += ["", "## Answers (repository questions, SchrodingerRepo RQ3)", "",
+                  "| model | agent | level | answered | Average Score (0-100) |", "|---|---|---|---:|---:|"]
+        lines += [f"| {r['model']} | {r['agent']} | {r['level']} | {r[ANSWERED]} | {r['mean_score']:.2f} |"
+                  for r in rows if r.get(ANSWERED)]
+        lines += ["", "Average Score: the judge's five SWE-QA scores (0-10 each) summed and doubled, averaged over "
+                      "answered questions; an empty answer scores 0. The judge's prompts and replies are in "
+                      "grading/*.judge.json."]
     if errors:
         lines += ["", "## Errors (not in the rates)", "", "| outcome | cause | units | example |", "|---|---|---:|---|"]
         lines += [f"| {e['outcome']} | {e['error_cause']} | {e['units']} | {e['example'].replace('|', '/')} |"
