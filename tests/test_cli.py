@@ -67,7 +67,7 @@ def test_config_groups_are_read_from_the_package():
     groups = config_groups()
     assert groups["sweep"] == ["full_levels"]
     assert groups["cluster"] == ["local", "remote"]
-    assert groups["benchmark"] == ["builtin", "file", "humaneval", "mbpp", "realfix", "swebench",
+    assert groups["benchmark"] == ["builtin", "file", "humaneval", "mbpp", "realfix", "swe_qa", "swebench",
                                    "swebench_offline"]
     assert "prompts" not in groups
 
@@ -132,7 +132,7 @@ def test_hydra_error_status_passes_through(tmp_path):
     assert (direct.returncode, out.returncode) == (2, 2)
     assert out.stderr.strip() == ("raydist: error: In 'config': Could not find 'benchmark/no_such_benchmark'; "
                                   "Available options in 'benchmark': builtin, file, humaneval, mbpp, realfix, "
-                                  "swebench, swebench_offline")
+                                  "swe_qa, swebench, swebench_offline")
 
 
 @pytest.mark.slow

@@ -127,10 +127,10 @@ def test_summary_rates_and_means_are_over_finished_units_with_errors_counted_apa
     rows = summarise(table)
     assert rows == [
         {"model": "gemma3-270m", "agent": "miniswe", "level": "L0", "units": 3, "finished": 2, "resolved": 1,
-         "resolved_rate": 0.5, "mean_steps": 3.0, "mean_input_tokens": 200.0, "mean_output_tokens": 20.0,
+         "resolved_rate": 0.5, "answered": 0, "mean_score": None, "mean_steps": 3.0, "mean_input_tokens": 200.0, "mean_output_tokens": 20.0,
          "cost": 0.75, "input_error": 0, "infrastructure_error": 1, "bug": 0},
         {"model": "gemma3-270m", "agent": "miniswe", "level": "L3", "units": 3, "finished": 0, "resolved": 0,
-         "resolved_rate": 0.0, "mean_steps": 0.0, "mean_input_tokens": 0.0, "mean_output_tokens": 0.0,
+         "resolved_rate": 0.0, "answered": 0, "mean_score": None, "mean_steps": 0.0, "mean_input_tokens": 0.0, "mean_output_tokens": 0.0,
          "cost": 0.0, "input_error": 1, "infrastructure_error": 1, "bug": 1},
     ]
     errors = error_counts(table)

@@ -34,7 +34,7 @@ def test_the_keys_a_unit_row_carries_for_the_store_and_the_scheduler_are_not_col
 
 def test_a_row_whose_outcome_is_outside_the_taxonomy_is_refused(tmp_path):
     row = {**error_row(UNIT, task_failure("x")), "outcome": "crashed"}
-    with pytest.raises(ValueError, match="has outcome 'crashed'; one of resolved, unresolved, input_error"):
+    with pytest.raises(ValueError, match="has outcome 'crashed'; one of resolved, unresolved, answered, input_error"):
         RowSink(ResultStore(tmp_path)).write(row)
 
 

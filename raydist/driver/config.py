@@ -26,6 +26,7 @@ from raydist.agents.settings import AGENT_KINDS, default_agents
 from raydist.cluster.plan import KEYLESS_AGENT_SETTINGS
 from raydist.cluster.runner import RayOptions
 from raydist.driver.benchmark import BenchmarkConfig
+from raydist.driver.judge import JudgeConfig
 from raydist.outcomes import RetryPolicy
 from raydist.sandbox.container import Limits
 from raydist.views.base import TIMING_OPTIONS, ViewOptions
@@ -184,29 +185,6 @@ class BudgetConfig:
         from raydist.models.admission import Budget
 
         _build("budget", Budget, self)
-
-
-@dataclass
-class JudgeConfig:
-    """``judge``: the LLM judge of repository answers (``benchmark=swe_qa``; SWE-QA's five
-    dimensions, ``raydist.qa.judge``). Part of every question unit's key; unused by patch tasks."""
-
-    model: str = "gemma3-270m"
-    """Any litellm model name or a ``local_models`` entry (the embedded model by default)."""
-    attempts: int = 3
-    """Requests per answer until a reply gives the five scores (a local server's grammar makes the first do)."""
-    max_tokens: int = 64
-    """Completion tokens per judge request."""
-    temperature: float = 0.0
-    """Sampling temperature of the judge."""
-    request_timeout_s: float = 120.0
-    """Seconds one judge request may take (part of no key)."""
-    prompts_dir: str = "conf/prompts"
-    """Folder holding ``qa_judge.j2`` (a relative path is taken from the raydist package)."""
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.attempts, str) and int(self.attempts) < 1:
-            raise ConfigError(f"judge.attempts must be at least 1, got {self.attempts}")
 
 
 @dataclass

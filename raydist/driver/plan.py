@@ -211,6 +211,8 @@ def _judge(cfg: DictConfig, instances, levels, local_models: dict, cache_dir: Pa
                        f"tests pass (§III-E); repository questions have no tests: use L0-L3 and their "
                        f"combinations, e.g. levels=[L0,L1,L2,L3,L1+L2+L3]")
     conf = _container(cfg.judge)
+    if int(conf["attempts"]) < 1:
+        raise JobError(f"judge.attempts={conf['attempts']}: give at least 1")
     name = str(conf["model"])
     local = local_models.get(name)
     _check_model(name, local)

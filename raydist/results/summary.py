@@ -81,8 +81,8 @@ def to_markdown(rows: list[dict], *, title: str, planned: int, note: str = "", e
     (``error_counts``) is not empty, the errors by outcome and cause."""
     with_row = sum(r["units"] for r in rows)
     finished = sum(r["finished"] for r in rows)
-    lines = [f"# {title}", "", f"{with_row} of {planned} units ran: {finished} finished (resolved, unresolved or "
-             "answered), "
+    kinds = "resolved, unresolved or answered" if any(r.get(ANSWERED) for r in rows) else "resolved or unresolved"
+    lines = [f"# {title}", "", f"{with_row} of {planned} units ran: {finished} finished ({kinds}), "
              f"{with_row - finished} ended in an error. Rates, means and cost are over finished units.", ""]
     if note:
         lines += [note, ""]
