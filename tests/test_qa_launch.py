@@ -65,9 +65,11 @@ def test_the_oracle_answer_comes_back_from_the_l2_view_in_original_names_and_nul
     res = launch(tmp_path, "agent=oracle", "levels=[L2]")
     assert res.returncode == 0, res.stderr[-3000:]
     [row] = rows(tmp_path, "oracle", "L2__s0")
-    view_meta = json.loads(row["view_meta"])
-    assert row["outcome"] == "answered" and row["answer"] == reference(1).strip()
-    assert row["steps"] == 1 and view_meta  # the answer went out in view names and came back through the translator
+    assert row["outcome"] == "answered" and row["answer"] == reference(1).strip() and row["steps"] == 1
+    # What the agent submitted was in the view's names; the row holds it translated back.
+    [trajectory] = (tmp_path / "swe_qa" / "oracle" / "gemma3-270m" / "L2__s0" / "trajectories").glob("*.traj.json")
+    submitted = json.loads(trajectory.read_text())["messages"][-1]
+    assert submitted["role"] == "exit" and submitted["content"].strip() != row["answer"]
     res = launch(tmp_path, "agent=null", "levels=[L2]")
     assert res.returncode == 0, res.stderr[-3000:]
     [row] = rows(tmp_path, "null", "L2__s0")
@@ -78,3 +80,9 @@ def test_a_question_at_a_level_with_l4_is_refused_before_anything_runs(tmp_path)
     res = launch(tmp_path, "levels=[L0,full]")
     assert res.returncode == 2
     assert "levels full include L4" in res.stderr and "repository questions have no tests" in res.stderr
+
+
+def test_a_judge_model_that_cannot_be_served_is_named_before_anything_runs(tmp_path):
+    res = launch(tmp_path, "judge.model=no-such-model")
+    assert res.returncode == 2
+    assert res.stderr.startswith("raydist: error: judge.model=no-such-model: unknown model 'no-such-model'")

@@ -215,7 +215,10 @@ def _judge(cfg: DictConfig, instances, levels, local_models: dict, cache_dir: Pa
         raise JobError(f"judge.attempts={conf['attempts']}: give at least 1")
     name = str(conf["model"])
     local = local_models.get(name)
-    _check_model(name, local)
+    try:
+        _check_model(name, local)
+    except JobError as exc:
+        raise JobError(f"judge.model={name}: {exc}") from exc
     try:
         prompt = load_judge_prompt(conf["prompts_dir"])
     except FileNotFoundError as exc:
