@@ -56,7 +56,7 @@ def citations(answer: str) -> Citations:
                    for m in _QUOTE.finditer(answer))
     paths = dict.fromkeys([_clean(p) for p in _PATH.findall(_QUOTE.sub("", answer))] + [q[0] for q in quotes])
     names = dict.fromkeys(n.rsplit(".", 1)[-1] for n in _NAME.findall(answer))
-    return Citations(tuple(paths), quotes, tuple(n for n in names if not n.endswith("py") or "." not in n))
+    return Citations(tuple(paths), quotes, tuple(names))
 
 
 def _clean(path: str) -> str:
