@@ -155,3 +155,21 @@ def test_question_table_averages_over_seeds_and_counts_errors_apart():
     assert (l2["score"], l2["delta"], l2["infrastructure_error"], l2["answered"]) == (40.0, -45.0, 1, 1)
     # actions: L0 mean (2+2+4)/3, L2 4 -> +50%
     assert l2["mean_steps_change"] == pytest.approx(50.0)
+
+
+def test_cited_functions_are_those_enclosing_the_quotes_then_those_the_names_define(tmp_path):
+    from raydist.tasks.schema import Instance
+    from raydist.tasks.swe_qa import cited_functions
+    from raydist.views import RepoFiles
+
+    (tmp_path / "src" / "pkg").mkdir(parents=True)
+    (tmp_path / "src" / "pkg" / "mod.py").write_text(
+        "class A:\n    def f(self):\n        return 1\n\n    def g(self):\n        return 2\n\n\ndef h():\n    pass\n")
+    (tmp_path / "src" / "pkg" / "other.py").write_text("def h():\n    pass\n")
+    answer = ("`h` matters, and in pkg/mod.py:\n```5:6:pkg/mod.py\n    def g(self):\n        return 2\n```\n"
+              "`A.f` too. `missing` is nowhere.")
+    instance = Instance("q", "o/r", "c", "", "", "Q?", (), (), "1", "", None, {"task": "qa", "reference_answer": answer})
+    # the quote first, then the names in the order the answer names them; other.py is not cited
+    assert cited_functions(instance, RepoFiles(tmp_path)) == [("src/pkg/mod.py", "A.g"), ("src/pkg/mod.py", "h"),
+                                                              ("src/pkg/mod.py", "A.f")]
+    assert cited_functions(instance, RepoFiles(tmp_path), limit=1) == [("src/pkg/mod.py", "A.g")]

@@ -19,11 +19,13 @@ SHARED = ROOT.parent / "shared" / "data"
 pytestmark = [pytest.mark.docker, pytest.mark.ray, pytest.mark.llm,
               pytest.mark.skipif(not SHARED.exists(), reason="../shared/data is absent: SWE-QA's files live there")]
 
-QA = ("benchmark=swe_qa", f"data_root={SHARED}", "benchmark.repositories=[flask]", "benchmark.limit=1")
+QA = ("benchmark=swe_qa", f"data_root={SHARED}")
 
 
-def launch(out: Path, *overrides: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "raydist.launch", f"output_root={out}", *QA, *overrides], cwd=ROOT,
+def launch(out: Path, *overrides: str, repository: str = "flask", select: str = "benchmark.limit=1"
+           ) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "raydist.launch", f"output_root={out}", *QA,
+                           f"benchmark.repositories=[{repository}]", select, *overrides], cwd=ROOT,
                           capture_output=True, text=True, timeout=1500)
 
 
@@ -76,10 +78,50 @@ def test_the_oracle_answer_comes_back_from_the_l2_view_in_original_names_and_nul
     assert (row["outcome"], row["answer"], row["qa_score"]) == ("answered", "", 0.0)
 
 
-def test_a_question_at_a_level_with_l4_is_refused_before_anything_runs(tmp_path):
-    res = launch(tmp_path, "levels=[L0,full]")
+def test_l4_rewrites_the_functions_the_answer_cites_and_keeps_what_flasks_tests_pass(tmp_path):
+    # flask-002's reference answer cites Blueprint methods of src/flask/sansio/blueprints.py.
+    res = launch(tmp_path, "agent=oracle", "levels=[L4]", "view.l4_llm_attempts=0",
+                 select="benchmark.ids=[swe-qa__flask-002]")
+    assert res.returncode == 0, res.stderr[-3000:]
+    [row] = rows(tmp_path, "oracle", "L4__s0")
+    meta = json.loads(row["view_meta"])
+    sources = [f["source"] for f in meta["l4_functions"].values()]
+    assert row["outcome"] == "answered" and row["answer"] == reference(2).strip()
+    assert meta["l4_files"] == ["src/flask/sansio/blueprints.py"] and row["view_files"] == 1
+    assert sorted(p.split("::")[0] for p in meta["l4_functions"]) == ["src/flask/sansio/blueprints.py"] * 6
+    assert sources.count("deterministic") >= 1 and set(sources) <= {"deterministic", "unchanged"}
+
+
+def test_the_l4_gate_of_a_question_refuses_a_rewrite_that_breaks_a_passing_flask_test(tmp_path):
+    import docker
+    from omegaconf import OmegaConf
+
+    from raydist.cluster.rewrites import docker_gate, with_passing_tests
+    from raydist.sandbox import ensure_instance_image
+    from raydist.tasks.swe_qa import load_swe_qa
+    from raydist.views import RepoFiles
+
+    releases = OmegaConf.to_container(OmegaConf.load(ROOT / "raydist/conf/benchmark/swe_qa.yaml").releases)
+    [instance] = load_swe_qa(SHARED / "swe_qa", releases, ["flask"])[1:2]
+    client = docker.from_env()
+    image = ensure_instance_image(client, instance.recipe, cache_dir=Path.home() / ".cache" / "raydist")
+    measured = with_passing_tests(client, instance, image.tag, timeout=600)
+    assert len(measured.PASS_TO_PASS) > 400 and "tests.test_blueprints::test_templates_list" in measured.PASS_TO_PASS
+    repo = RepoFiles(Path(image.repo_dir))
+    gate = docker_gate(client, measured, image.tag, repo, timeout=600)
+    path = "src/flask/sansio/blueprints.py"
+    text = repo.read(path)
+    broken = text.replace("        self.name = name\n", '        self.name = name + "_"\n', 1)  # every endpoint renamed
+    assert broken != text
+    verdict = gate({path: broken})
+    assert not verdict.passed and "passed before the rewrite and fail after it" in verdict.feedback
+    assert gate({path: text}).passed
+
+
+def test_a_question_at_a_level_with_l4_is_refused_when_its_repository_has_no_tests(tmp_path):
+    res = launch(tmp_path, "levels=[L0,full]", repository="requests")
     assert res.returncode == 2
-    assert "levels full include L4" in res.stderr and "repository questions have no tests" in res.stderr
+    assert "levels full include L4" in res.stderr and "the questions of psf/requests have no test command" in res.stderr
 
 
 def test_a_judge_model_that_cannot_be_served_is_named_before_anything_runs(tmp_path):

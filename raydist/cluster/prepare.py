@@ -177,8 +177,9 @@ def run_preparation(task: PrepTask, instance, options: ViewOptions, *, cache_dir
         if complete is None:
             raise ValueError(f"L1 of {task.instance_id!r} needs a view model (view.model) and none is served")
         return prepare_statement(instance, task.seed, complete, options)
-    from raydist.cluster.rewrites import docker_gate, prepare_rewrites
+    from raydist.cluster.rewrites import docker_gate, prepare_rewrites, with_passing_tests
     from raydist.sandbox import Limits, connect, ensure_instance_image
+    from raydist.tasks.swe_qa import cited_functions, is_qa
 
     if instance.recipe is None:
         from raydist.outcomes import InputError
@@ -192,9 +193,13 @@ def run_preparation(task: PrepTask, instance, options: ViewOptions, *, cache_dir
     except Exception as exc:  # noqa: BLE001
         raise PreparationError(f"L4 of {task.instance_id!r}: instance image: {type(exc).__name__}: {exc}") from exc
     repo = RepoFiles(Path(image.repo_dir))
+    targets = None
+    if is_qa(instance):  # no gold patch and no PASS_TO_PASS: the cited functions, gated by the passing tests
+        instance = with_passing_tests(client, instance, image.tag, limits=limits or Limits(), timeout=grading_timeout_s)
+        targets = cited_functions(instance, repo)
     gate = docker_gate(client, instance, image.tag, repo, limits=limits or Limits(),
                        timeout=grading_timeout_s)
-    return prepare_rewrites(instance, task.seed, repo, options, gate, complete)
+    return prepare_rewrites(instance, task.seed, repo, options, gate, complete, targets=targets)
 
 
 def describe_record(kind: str, record: dict) -> str:

@@ -19,16 +19,48 @@ from raydist.views.recover import recover_patch
 
 
 def prepare_rewrites(instance, seed: int, repo: RepoFiles, options: ViewOptions, gate: Gate,
-                     complete: Complete | None = None) -> dict:
-    """The L4 record of ``instance`` for ``seed`` (``raydist.views.l4.prepare.rewrite_loop``).
+                     complete: Complete | None = None, targets: list[tuple[str, str]] | None = None) -> dict:
+    """The L4 record of ``instance`` for ``seed`` (``raydist.views.l4.prepare.rewrite_loop``;
+    ``targets``: the functions to rewrite when not those enclosing the gold patch).
 
     Raises ``PreparationError`` when ``gate`` does or the model is unreachable: neither may be
     cached as a finished preparation.
     """
     try:
-        return rewrite_loop(instance, seed, repo, options, gate, complete, fatal=(ModelUnreachable,))
+        return rewrite_loop(instance, seed, repo, options, gate, complete, fatal=(ModelUnreachable,), targets=targets)
     except ModelUnreachable as exc:
         raise PreparationError(f"L4 of {instance.instance_id!r}: {exc}") from exc
+
+
+def with_passing_tests(client, instance, image_tag: str, *, timeout: float, limits=None):
+    """``instance`` with ``PASS_TO_PASS`` the tests its ``test_cmd`` passes on the unchanged
+    repository, measured twice in its container (a test counts only when both runs pass it):
+    the L4 gate of an instance that ships no test lists (a repository question). Raises
+    ``PreparationError`` when a run fails to happen, ``InputError`` naming the instance when it
+    has no test command or no test passes."""
+    from dataclasses import replace
+
+    from raydist.outcomes import InputError
+
+    if not instance.test_cmd:
+        raise InputError(f"L4 of {instance.instance_id!r} needs the repository's tests to gate its rewrites "
+                         "(§III-E), and it has no test_cmd; give its release a test_cmd (benchmark.releases)",
+                         cause="l4_needs_tests")
+    runs = []
+    for _ in range(2):
+        try:
+            result = grade(client, instance, image_tag, "", timeout=timeout, limits=limits)
+        except Exception as exc:  # noqa: BLE001 - Docker failures are infrastructure
+            raise PreparationError(f"L4 tests of {instance.instance_id!r}: {type(exc).__name__}: {exc}") from exc
+        if result.error:
+            raise PreparationError(f"L4 tests of {instance.instance_id!r}: {result.error}")
+        runs.append({t for t, status in result.tests.items() if status == "PASSED"})
+    passing = tuple(sorted(runs[0] & runs[1]))
+    if not passing:
+        raise InputError(f"L4 of {instance.instance_id!r}: no test of its test_cmd passes on the unchanged "
+                         "repository, so no rewrite can be checked; fix test_cmd or its install pins",
+                         cause="l4_needs_tests")
+    return replace(instance, PASS_TO_PASS=passing)
 
 
 def docker_gate(client, instance, image_tag: str, repo: RepoFiles, *, timeout: float, limits=None) -> Gate:

@@ -206,9 +206,11 @@ def _judge(cfg: DictConfig, instances, levels, local_models: dict, cache_dir: Pa
     if not any(is_qa(i) for i in instances):
         return None
     with_l4 = [level for level in levels if "L4" in levels_needing(level)]
-    if with_l4:
-        raise JobError(f"levels {', '.join(with_l4)} include L4, whose rewrites are kept only when the instance's "
-                       f"tests pass (§III-E); repository questions have no tests: use L0-L3 and their "
+    untested = sorted({i.repo for i in instances if is_qa(i) and not i.test_cmd})
+    if with_l4 and untested:
+        raise JobError(f"levels {', '.join(with_l4)} include L4, whose rewrites are kept only when the repository's "
+                       f"tests pass (§III-E); the questions of {', '.join(untested)} have no test command: give their "
+                       f"release a test_cmd and install pins (benchmark.releases.<repo>), or use L0-L3 and their "
                        f"combinations, e.g. levels=[L0,L1,L2,L3,L1+L2+L3]")
     conf = _container(cfg.judge)
     if int(conf["attempts"]) < 1:

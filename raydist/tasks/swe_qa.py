@@ -138,7 +138,8 @@ def load_swe_qa(directory: str | Path, releases: Mapping[str, Mapping], reposito
     Args:
         directory: SWE-QA's folder (``<repo>.jsonl`` and ``repo_commit.txt``).
         releases: stem -> ``{name, version, sha256}`` of the PyPI source release that stands in
-            for the pinned commit (``benchmark.releases``).
+            for the pinned commit (``benchmark.releases``), optionally with ``test_cmd`` and
+            ``install`` (exact pins): the repository's own tests, which gate L4's rewrites.
         repositories: which stems to load.
 
     Instance ids are ``swe-qa__<stem>-<line>`` (1-based line of the file).
@@ -163,10 +164,11 @@ def load_swe_qa(directory: str | Path, releases: Mapping[str, Mapping], reposito
         rel = releases[stem]
         sdist = Sdist(str(rel["name"]), str(rel["version"]), str(rel["sha256"]), rel.get("filename"))
         slug, commit = commits[stem]
+        test_cmd, install = str(rel.get("test_cmd") or ""), tuple(str(p) for p in rel.get("install") or ())
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if line.strip():
                 record = _record(line, f"{path}:{number}")
-                instances.append(_instance(record, stem, number, slug, commit, sdist))
+                instances.append(_instance(record, stem, number, slug, commit, sdist, test_cmd, install))
     return instances
 
 
@@ -181,10 +183,51 @@ def _record(line: str, where: str) -> dict:
     return record
 
 
-def _instance(record: dict, stem: str, number: int, slug: str, commit: str, sdist: Sdist) -> Instance:
+def _instance(record: dict, stem: str, number: int, slug: str, commit: str, sdist: Sdist, test_cmd: str,
+              install: tuple[str, ...]) -> Instance:
     return Instance(
         instance_id=f"swe-qa__{stem}-{number:03d}", repo=slug, base_commit=commit, patch="", test_patch="",
         problem_statement=record["question"], FAIL_TO_PASS=(), PASS_TO_PASS=(), version=sdist.version,
-        test_cmd="", recipe=Recipe(sdist=sdist, install=(), install_repo=None),
+        test_cmd=test_cmd, recipe=Recipe(sdist=sdist, install=install, install_repo=None),
         extra={"task": QA_TASK, "reference_answer": record["answer"], "swe_qa_file": f"{stem}.jsonl",
                "swe_qa_line": number})
+
+
+MAX_CITED_FUNCTIONS = 6
+"""L4 rewrites at most this many functions per question (a gold patch encloses one to a few)."""
+
+
+def cited_functions(instance: Instance, repo, limit: int = MAX_CITED_FUNCTIONS) -> list[tuple[str, str]]:
+    """``(path, qualname)`` of the functions a question's reference answer cites, in order of
+    citation, at most ``limit``: those enclosing its quoted line ranges, then those its
+    backticked names define in the files it cites. L4 rewrites these (SchrodingerRepo §III-E
+    rewrites the functions enclosing the gold patch; a question has none, and the code its
+    answer rests on plays that part). ``repo`` is the instance's ``RepoFiles``; a cited path is
+    found as a unique suffix of one of its files; files that do not parse contribute nothing."""
+    from raydist.views.l4.rewrite import functions_enclosing_patch
+
+    cited = citations(instance.extra.get("reference_answer", ""))
+    files = {p: p for p in repo.python_files()}
+    found: list[tuple[str, str]] = []
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for path, first, last, _ in cited.quotes:
+        real = _suffix_match(path, files)
+        if real is not None:
+            spans.setdefault(real, []).append((first, last))
+    for path in cited.paths:
+        real = _suffix_match(path, files)
+        text = repo.read(real) if real is not None else None
+        if text is None:
+            continue
+        for name in cited.names:
+            for match in re.finditer(rf"^[ \t]*(?:async[ \t]+)?def[ \t]+{re.escape(name)}\b", text, re.M):
+                line = text.count("\n", 0, match.start()) + 1
+                spans.setdefault(real, []).append((line, line))
+    for path, ranges in spans.items():
+        text = repo.read(path)
+        try:
+            names = functions_enclosing_patch(text, ranges) if text is not None else []
+        except SyntaxError:
+            continue
+        found.extend((path, name) for name in names if (path, name) not in found)
+    return found[:limit]

@@ -73,7 +73,8 @@ def rewrite_targets(instance, repo: RepoFiles) -> list[tuple[str, str]]:
 
 
 def rewrite_loop(instance, seed: int, repo: RepoFiles, options: ViewOptions, gate: Gate,
-                 complete: Complete | None = None, fatal: tuple[type[BaseException], ...] = ()) -> dict:
+                 complete: Complete | None = None, fatal: tuple[type[BaseException], ...] = (),
+                 targets: list[tuple[str, str]] | None = None) -> dict:
     """The L4 record of ``instance`` for ``seed``: ``{"files": {path: text}, "functions":
     {"path::qualname": {"source", "attempts", "reason"}}}``, §III-E.
 
@@ -85,14 +86,16 @@ def rewrite_loop(instance, seed: int, repo: RepoFiles, options: ViewOptions, gat
     (``source="unchanged"``). The last gate run covers the whole accepted set, so the files
     returned passed the gate together. Raises what ``gate`` raises, and the errors of
     ``complete`` that are instances of ``fatal`` (an unreachable model): neither may end as a
-    recorded attempt; any other failed call is one.
+    recorded attempt; any other failed call is one. ``targets`` (``(path, qualname)``) replaces
+    the functions enclosing the gold patch (``rewrite_targets``) for an instance without one, e.g.
+    the functions a repository question's reference answer cites.
     """
     files: dict[str, str] = {}
     functions: dict[str, dict] = {}
     prompts = None
     if complete is not None and options.l4_llm_attempts > 0:
         prompts = load_l4_prompts(options.prompts_dir)
-    for number, (path, qualname) in enumerate(rewrite_targets(instance, repo)):
+    for number, (path, qualname) in enumerate(rewrite_targets(instance, repo) if targets is None else targets):
         current = files.get(path) or repo.read(path)
         entry = {"source": "unchanged", "attempts": 0, "reason": None, "feedback": []}
         accepted = None
