@@ -55,7 +55,13 @@ def run_qa(unit: RunUnit, instance, settings, endpoint, prepared, traj_path: Pat
     if judge is None or judge.endpoint is None:
         raise InfrastructureError(f"no judge model is served for question {instance.instance_id!r}; set judge.model",
                                   cause="judge_unavailable")
-    reference = instance.extra["reference_answer"]
+    reference = instance.extra.get("reference_answer")
+    if not isinstance(reference, str) or not reference.strip():
+        from raydist.outcomes import InputError
+
+        raise InputError(f"question {instance.instance_id!r} has no reference_answer to judge against; give the "
+                         "row a non-empty reference_answer (benchmark=swe_qa sets it from SWE-QA's answer)",
+                         cause="no_reference_answer")
     t0 = time.time()
     with Sandbox.create(client, tag, limits=settings.limits or Limits(), network=settings.network,
                         labels={"raydist.unit": unit.key}, name=f"agent-{unit.key[:12]}") as box:
