@@ -13,12 +13,22 @@ import os
 os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from raydist.agents.environment import ViewEnvironment, truncate_middle  # noqa: E402
-from raydist.agents.loop import run_agent  # noqa: E402
-from raydist.agents.model import EndpointModel, ModelUnreachable  # noqa: E402
-from raydist.agents.outcome import AgentOutcome, save_trajectory  # noqa: E402
-from raydist.agents.scripted import null, oracle  # noqa: E402
 from raydist.agents.settings import AgentSettings, Prompts, load_prompts  # noqa: E402
+
+# The loop, the model and the scripted agents import mini-swe-agent and litellm (seconds): a
+# process that only plans, reports or reads settings never needs them, so they load on first use.
+_LAZY = {"ViewEnvironment": "environment", "truncate_middle": "environment", "run_agent": "loop",
+         "EndpointModel": "model", "ModelUnreachable": "model", "AgentOutcome": "outcome",
+         "save_trajectory": "outcome", "null": "scripted", "oracle": "scripted"}
+
+
+def __getattr__(name: str):
+    """The names of the modules that import mini-swe-agent or litellm, imported on first use (PEP 562)."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"raydist.agents.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'raydist.agents' has no attribute {name!r}")
 
 __all__ = [
     "AgentOutcome",

@@ -13,24 +13,27 @@ import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from raydist.models.completion import EmptyCompletion, LitellmCompletion, litellm_complete  # noqa: E402
-from raydist.models.endpoint import MissingCredentials, ModelEndpoint, UnknownModel, check_model_name  # noqa: E402
 from raydist.models.grammar import ACTION_REGEX, action_grammar, grammar_extra_body  # noqa: E402
 from raydist.models.local import embedded_model_path  # noqa: E402
 from raydist.models.process import ModelServerError, ServerProcess, free_port, port_is_free  # noqa: E402
-from raydist.models.pricing import UnknownPrice, completion_cost, register_local_model, register_price  # noqa: E402
-from raydist.models.retry import TRANSIENT_ERRORS, ModelUnreachable  # noqa: E402
 from raydist.models.supervisor import Supervisor, SupervisorPolicy  # noqa: E402
 
-_WITH_RAY = ("ModelServer", "current_server", "follow_server")
+# Imported on first use (PEP 562): the Ray-backed names of ``server``, and those of the modules
+# that import litellm (seconds), which a process that only plans or reads settings never needs.
+_LAZY = {"ModelServer": "server", "current_server": "server", "follow_server": "server",
+         "EmptyCompletion": "completion", "LitellmCompletion": "completion", "litellm_complete": "completion",
+         "MissingCredentials": "endpoint", "ModelEndpoint": "endpoint", "UnknownModel": "endpoint",
+         "check_model_name": "endpoint", "UnknownPrice": "pricing", "completion_cost": "pricing",
+         "register_local_model": "pricing", "register_price": "pricing", "TRANSIENT_ERRORS": "retry",
+         "ModelUnreachable": "retry"}
 
 
 def __getattr__(name: str):
-    """The Ray-backed names of ``raydist.models.server``, imported on first use (PEP 562)."""
-    if name in _WITH_RAY:
-        from raydist.models import server
+    """The names of ``_LAZY``, imported from their module on first use (PEP 562)."""
+    if name in _LAZY:
+        import importlib
 
-        return getattr(server, name)
+        return getattr(importlib.import_module(f"raydist.models.{_LAZY[name]}"), name)
     raise AttributeError(f"module 'raydist.models' has no attribute {name!r}")
 
 
