@@ -9,6 +9,7 @@ import pytest
 
 from raydist.recall import (
     LEVELS,
+    NO_ANSWER,
     ProbeAnswer,
     gold_of,
     level_of,
@@ -16,6 +17,7 @@ from raydist.recall import (
     score_answer,
 )
 from raydist.recall.gold import name_of_test
+from raydist.recall.probe import score_reply
 
 PATCH = """\
 diff --git a/pkg/core/merge.py b/pkg/core/merge.py
@@ -133,11 +135,13 @@ def test_listing_many_files_does_not_reach_recall_by_enumeration():
                                    '{"verdict": 1}', '{"files": {"a": 1}}', '["pkg/core/merge.py"]'])
 def test_a_reply_that_does_not_parse_is_no_answer(reply):
     assert parse_answer(reply) is None
+    assert score_reply(reply, GOLD, {"problem_statement": STATEMENT}) == {"answered": False, "level": NO_ANSWER}
 
 
 def test_a_fenced_reply_with_a_single_name_parses():
     reply = '```json\n{"files": "pkg/core/merge.py", "patch": ""}\n```'
     assert parse_answer(reply) == ProbeAnswer(files=("pkg/core/merge.py",))
+    assert score_reply(reply, GOLD, {"problem_statement": STATEMENT})["level"] == "files_symbols"
 
 
 def test_levels_are_ordered_lowest_first():
