@@ -4,6 +4,8 @@ raw and beyond what was revealed, the leakage level, and replies that do not par
 from __future__ import annotations
 
 import json
+from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -146,3 +148,27 @@ def test_a_fenced_reply_with_a_single_name_parses():
 
 def test_levels_are_ordered_lowest_first():
     assert LEVELS == ("none", "files_symbols", "repair_logic", "patch_test")
+
+
+LITE = Path(__file__).resolve().parents[2] / "shared" / "data" / "swebench" / "swebench_lite.jsonl"
+
+
+@pytest.mark.shared_data
+@pytest.mark.skipif(not LITE.is_file(), reason=f"{LITE} (shared reference data) is absent")
+def test_on_lite_the_gold_itself_is_patch_level_silence_is_none_and_named_files_are_no_evidence():
+    from raydist.recall.rounds import DEFAULT_ROUNDS, revealed_fields, revealed_text
+    from raydist.tasks import load_instances
+
+    levels = {"gold": Counter(), "empty": Counter(), "files": Counter()}
+    for instance in load_instances(str(LITE)):
+        gold = gold_of(instance.patch, instance.test_patch, instance.FAIL_TO_PASS)
+        shown = revealed_text(revealed_fields(instance, DEFAULT_ROUNDS[0]))
+        answers = {"gold": ProbeAnswer(files=gold.files, symbols=gold.symbols, tests=gold.test_names,
+                                       patch=instance.patch),
+                   "empty": ProbeAnswer(), "files": ProbeAnswer(files=gold.files)}
+        for name, answer in answers.items():
+            levels[name][level_of(score_answer(answer, gold, shown))] += 1
+    assert levels["gold"] == {"patch_test": 300}
+    assert levels["empty"] == {"none": 300}
+    # 90 of the 300 problem statements already name every file the fix edits
+    assert levels["files"] == {"files_symbols": 210, "none": 90}
