@@ -42,7 +42,8 @@ class RecallError(ValueError):
 
 
 def settings_of(cfg: DictConfig):
-    """``(RecallConfig, ProbeSettings-to-be inputs)``: the checked settings. Raises RecallError."""
+    """``(RecallConfig, rounds, prompt templates, grammar or None)``, checked. Raises RecallError naming
+    the setting."""
     from raydist.driver.config import describe_config_error
     from raydist.recall.answer import answer_grammar
     from raydist.recall.probe import load_prompts
@@ -97,7 +98,7 @@ def endpoint_of(settings):
     elif entry.get("command"):
         from raydist.cluster.runner import RayOptions, init_ray
 
-        init_ray(RayOptions(**{k: v for k, v in vars(settings.cluster).items()}))
+        init_ray(RayOptions(**vars(settings.cluster)))
     with serve_model(settings.model, entry) as endpoint:
         yield endpoint
 

@@ -4,7 +4,6 @@ leakage level on each of its rows) and the shares of each level per model (``sum
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 
@@ -101,7 +100,3 @@ def write_tables(rows, run_dir: str | Path, failed: dict | None = None) -> list[
     atomic_write_text(run_dir / "summary.md", summary_markdown(summaries, failed))
     return summaries
 
-
-def read_summary(run_dir: str | Path) -> dict:
-    """``summary.json`` of a probe's run directory."""
-    return json.loads((Path(run_dir) / "summary.json").read_text(encoding="utf-8"))
