@@ -3,6 +3,9 @@ probe's table puts at or above a level, and says which setting is wrong when it 
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -75,3 +78,22 @@ def test_a_table_without_rows_for_these_instances_names_the_option(probe_dir):
 def test_an_unknown_level_names_min_leakage(probe_dir):
     with pytest.raises(ValueError, match=r"^benchmark\.min_leakage='high': choose one of none, files_symbols"):
         _ids(leakage=str(probe_dir), min_leakage="high")
+
+
+def _plan(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "raydist.launch", "agent=oracle", "dry_run=true",
+               f"output_root={tmp_path / 'runs'}", *overrides]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, env=os.environ.copy(), check=False)
+
+
+def test_the_launch_plans_only_the_high_leakage_instances(probe_dir, tmp_path):
+    done = _plan(tmp_path, f"benchmark.leakage={probe_dir}", "benchmark.min_leakage=repair_logic")
+    assert done.returncode == 0, done.stderr
+    planned = [line.split(":")[0].strip() for line in done.stdout.splitlines() if " to run of " in line]
+    assert planned == [BUILTIN[1], BUILTIN[2]]
+
+
+def test_the_launch_refuses_a_missing_table_naming_the_option(tmp_path):
+    done = _plan(tmp_path, f"benchmark.leakage={tmp_path / 'nowhere'}")
+    assert done.returncode == 2
+    assert "benchmark.leakage=" in done.stderr and "no probe table there" in done.stderr
