@@ -29,7 +29,7 @@ from raydist.problems.llm import LLMCallFailed
 from raydist.prompts import read_templates, render
 from raydist.recall.answer import parse_answer
 from raydist.recall.gold import gold_of
-from raydist.recall.rounds import Round, revealed_fields, revealed_text
+from raydist.recall.rounds import REVEALABLE, Round, revealed_fields, revealed_text
 from raydist.recall.score import LEVELS, NO_ANSWER, level_of, score_answer
 
 __all__ = ["PROMPT_STEMS", "ProbeResult", "ProbeSettings", "load_prompts", "probe_instance", "run_probe"]
@@ -77,8 +77,7 @@ class ProbeResult:
 def messages_for(instance, round: Round, prompts: dict) -> tuple[list[dict], dict[str, str]]:
     """The chat messages of ``round`` for ``instance`` and the fields they reveal."""
     fields = revealed_fields(instance, round)
-    variables = {name: fields.get(name, "") for name in ("problem_statement", "repo", "version", "created_at",
-                                                         "hints_text", "FAIL_TO_PASS")}
+    variables = {name: fields.get(name, "") for name in REVEALABLE}  # what the round hides renders empty
     user = render(prompts["round"], variables)
     return [{"role": "system", "content": render(prompts["system"], {}).strip()},
             {"role": "user", "content": user}], fields
@@ -109,18 +108,18 @@ def probe_round(instance, gold, round: Round, index: int, settings: ProbeSetting
                     problem_id=instance.instance_id)
     except Exception as exc:
         _append(transcripts, line | {"ok": False, "reply": None, "error": str(exc),
-                                     "seconds": round_seconds(started)})
+                                     "seconds": _elapsed(started)})
         raise
     call = (getattr(llm, "calls", None) or [{}])[-1]
     _append(transcripts, line | {"ok": True, "reply": reply, "error": None, "cached": call.get("cached"),
                                  "input_tokens": call.get("input_tokens"), "output_tokens": call.get("output_tokens"),
-                                 "seconds": round_seconds(started)})
+                                 "seconds": _elapsed(started)})
     return {"instance_id": instance.instance_id, "repo": instance.repo, "model": settings.model,
             "round": round.name, "round_index": index, "revealed": list(fields), "reply_chars": len(reply),
             **score_reply(reply, gold, fields)}
 
 
-def round_seconds(started: float) -> float:
+def _elapsed(started: float) -> float:
     return round(time.monotonic() - started, 3)
 
 
