@@ -2,12 +2,13 @@
 
     raydist run [overrides] [hydra flags]      the main job          (python -m raydist.launch)
     raydist problems [overrides] [flags]       DyCodeEval problems   (python -m raydist.problems.launch)
+    raydist probe [overrides] [flags]          the recall probe      (python -m raydist.recall)
     raydist plan --dry-run [overrides]         the plan, no unit runs (python -m raydist.launch dry_run=true)
     raydist config show [--problems] [...]     the resolved config   (python -m raydist.launch --cfg job --resolve)
     raydist report RUN_DIR_OR_ROOT...          the summary table of finished run directories
     raydist export swebench|variants RUN_DIR   a run's results in other tools' formats
 
-``run``, ``problems``, ``plan`` and ``config show`` replace this process with the Hydra entry
+``run``, ``problems``, ``probe``, ``plan`` and ``config show`` replace this process with the Hydra entry
 (``os.execv``), so every override and flag (``--multirun``, ``--cfg``, ``hydra.run.dir=...``)
 reaches Hydra unchanged, signals reach the job directly, and the job's exit status is the
 command's: 0 all finished, 1 some unit ended in an error, 2 a configuration error, 130 interrupted.
@@ -24,6 +25,7 @@ from pathlib import Path
 
 MAIN = "raydist.launch"
 PROBLEMS = "raydist.problems.launch"
+PROBE = "raydist.recall"
 
 _RUN_EPILOG = """\
 Every other argument goes to Hydra unchanged: overrides `key=value`, `+key=value` (add),
@@ -67,6 +69,22 @@ budget was spent and kept items from starting, 130 interrupted.
 """
 
 
+_PROBE_EPILOG = """\
+Every other argument goes to Hydra unchanged. Settings: raydist/recall/config.py (model, rounds,
+max_tokens, answer.*); groups benchmark=swebench|file|..., cluster=local|remote.
+
+Examples:
+  raydist probe benchmark.path=../shared/data/swebench/swebench_lite.jsonl benchmark.limit=20
+  raydist probe benchmark.path=verified model=openai/gpt-4o-mini
+  raydist run benchmark=swebench benchmark.path=... benchmark.leakage=runs/recall/swebench/gemma3-270m
+
+Writes recall.parquet, summary.md, summary.json, transcripts.jsonl in
+<output_root>/recall/<benchmark>/<model>; the same command resumes. Exit status: 0 done, 1 some
+model call failed (the same command asks again) or the model server did not start, 2 a
+configuration error.
+"""
+
+
 def config_groups(config_dir=None) -> dict[str, list[str]]:
     """The Hydra config groups shipped inside the package: ``{group: [option, ...]}``, both
     sorted, read from ``raydist/conf/<group>/<option>.yaml`` (the wheel's package data).
@@ -106,6 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
     hydra_command("problems", "Run the DyCodeEval dynamic-problems job: seed problems -> variants -> models "
                   "under test -> pass@k, DyPass@k, diversity (python -m raydist.problems.launch; its config is "
                   "conf/problems.yaml).", "raydist problems [overrides ...]", _PROBLEMS_EPILOG)
+    hydra_command("probe", "Run the recall probe: a model sees each instance's problem statement (round by round, "
+                  "more of it) and names the files, symbols, repair, patch and tests it expects, scored against the "
+                  "hidden gold patches -> a leakage level per instance (python -m raydist.recall; its config is "
+                  "conf/recall.yaml).", "raydist probe [overrides ...]", _PROBE_EPILOG)
     plan = hydra_command("plan", "Print the main job's plan (units, images, views) without running any unit "
                          "(python -m raydist.launch dry_run=true).", "raydist plan [--dry-run] [overrides ...]")
     plan.add_argument("--dry-run", action="store_true", help="plan only (the default and only mode of plan)")
@@ -179,7 +201,7 @@ def command(argv: Sequence[str]) -> tuple[list[str] | None, argparse.Namespace]:
     """``(exec argv, parsed args)`` for ``raydist`` ``argv`` (without the program name).
 
     The exec argv is ``[sys.executable, "-m", <entry module>, *hydra args]`` for ``run``,
-    ``problems``, ``plan`` (``dry_run=true`` first) and ``config show`` (``--cfg job --resolve``
+    ``problems``, ``probe``, ``plan`` (``dry_run=true`` first) and ``config show`` (``--cfg job --resolve``
     first, a ``--resolve`` of the user's dropped);
     None for ``report`` and ``export``, which run in this process. Raises ``SystemExit(2)``
     (argparse's usage error) for an unknown command or an extra argument to ``report`` or ``export``, and ``SystemExit(0)``
@@ -194,6 +216,8 @@ def command(argv: Sequence[str]) -> tuple[list[str] | None, argparse.Namespace]:
         module, prefix = MAIN, []
     elif args.command == "problems":
         module, prefix = PROBLEMS, []
+    elif args.command == "probe":
+        module, prefix = PROBE, []
     elif args.command == "plan":
         module, prefix = MAIN, ["dry_run=true"]
     else:

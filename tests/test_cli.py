@@ -26,6 +26,11 @@ def test_run_passes_overrides_and_hydra_flags_in_order():
                     "hydra.run.dir=x"]
 
 
+def test_probe_runs_the_recall_probe_entry():
+    argv, _ = command(["probe", "benchmark.limit=2", "--cfg", "job"])
+    assert argv == [PY, "-m", "raydist.recall", "benchmark.limit=2", "--cfg", "job"]
+
+
 def test_problems_runs_the_problems_entry():
     argv, _ = command(["problems", "benchmark=mbpp", "--cfg", "job"])
     assert argv == [PY, "-m", "raydist.problems.launch", "benchmark=mbpp", "--cfg", "job"]
@@ -85,7 +90,7 @@ def test_config_groups_skip_folders_without_yaml(tmp_path):
 def test_top_level_help_names_every_command(tmp_path):
     out = _cli("--help", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    for name in ("run", "problems", "plan", "config", "report"):
+    for name in ("run", "problems", "probe", "plan", "config", "report"):
         assert f"\n    {name} " in out.stdout
 
 

@@ -9,7 +9,7 @@ instances as mini-swe-agent's batch command does (``raydist.tasks.selection``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from omegaconf import MISSING
 
@@ -20,9 +20,9 @@ class BenchmarkConfig:
 
     name: str = MISSING
     """Names the run directory (``<output_root>/<name>/...``)."""
-    source: Optional[str] = None
+    source: str | None = None
     """``builtin``, a SWE-bench-format file (.jsonl, .json, .parquet) or hf://<dataset>@<split>."""
-    path: Optional[str] = None
+    path: str | None = None
     """SWE-bench rows (``benchmark=swebench``): a .jsonl/.json/.parquet file, a Hugging Face dataset
     id (``SWE-bench/SWE-bench_Verified``) or a short name (``lite``, ``verified``, ``full``, ...: the
     official harness's, then mini-swe-agent's); instead of ``source``."""
@@ -37,8 +37,6 @@ class BenchmarkConfig:
     slice: str = ""
     """``start:stop[:step]`` of the instances left after ids and ``filter`` (mini-swe-agent's
     ``--slice``), e.g. ``0:50``; empty for all."""
-    limit: Optional[int] = None
-    """At most this many instances (the first ones, after ``filter`` and ``slice``), or null for all."""
     format: str = "swebench"
     """``swebench`` (SWE-bench-format rows) or ``swe_qa`` (SWE-QA's folder: ``source`` holds one
     ``<repo>.jsonl`` of questions per repository and ``repo_commit.txt``; ``raydist.tasks.swe_qa``)."""
@@ -47,9 +45,18 @@ class BenchmarkConfig:
     releases: Any = None
     """``format=swe_qa``: stem -> ``{name, version, sha256}`` of the PyPI source release that
     stands in for the commit of ``repo_commit.txt`` (``raydist.tasks.swe_qa.release_match`` says how closely)."""
+    leakage: str | None = None
+    """A recall probe's table (``recall.parquet``, or the probe's run directory holding it; written
+    by ``python -m raydist.recall``): only the instances it puts at ``min_leakage`` or above run,
+    after ``filter`` and ``slice`` (SchrodingerRepo §IV-A runs 300 high-leakage instances). null: all."""
+    min_leakage: str = "repair_logic"
+    """The lowest leakage level kept with ``leakage``: ``none``, ``files_symbols``, ``repair_logic``
+    or ``patch_test`` (``raydist.recall.score``)."""
+    limit: int | None = None
+    """At most this many instances (the first ones, after ``filter``, ``slice`` and ``leakage``), or null for all."""
     kind: str = "tasks"
     """``tasks`` (repositories, this launcher) or ``problems`` (``raydist.problems.launch``)."""
-    dataset: Optional[str] = None
+    dataset: str | None = None
     """The seed-problem set of a ``problems`` benchmark."""
 
 
@@ -73,11 +80,13 @@ def load_benchmark(bench) -> list:
     """The instances of the ``benchmark`` node ``bench`` (a ``BenchmarkConfig`` or its
     DictConfig), in dataset order: read from ``source`` or ``path``
     (``raydist.tasks.selection.dataset_source``), cut to ``ids``/``instance_ids``, then
-    ``filter``, then ``slice`` (``select_instances``), then ``limit``.
+    ``filter``, then ``slice`` (``select_instances``), then to the probe's ``leakage`` level
+    (``raydist.recall.select.select_by_leakage``), then ``limit``.
 
     Raises ``ValueError`` naming the key for a bad setting (both ``source`` and ``path``,
     both ``ids`` and ``instance_ids``, an unknown id, a bad regex or slice, a hub dataset that
-    cannot be read, with the advice to give a local file), ``FileNotFoundError`` for a missing
+    cannot be read, with the advice to give a local file; a ``leakage`` table that is missing or
+    holds none of the instances, an unknown ``min_leakage``), ``FileNotFoundError`` for a missing
     file and ``MalformedInstance`` naming the file and line of a bad row."""
     from raydist.tasks import load_instances
     from raydist.tasks.selection import dataset_source, select_instances
@@ -109,6 +118,10 @@ def load_benchmark(bench) -> list:
                          "SWE-bench rows)") from exc
     chosen = select_instances(instances, instance_ids=instance_ids, filter=str(bench.get("filter") or ""),
                               slice_spec=str(bench.get("slice") or ""))
+    if bench.get("leakage"):
+        from raydist.recall.select import select_by_leakage
+
+        chosen = select_by_leakage(chosen, str(bench.get("leakage")), str(bench.get("min_leakage") or "repair_logic"))
     limit = bench.get("limit")
     if limit is not None and limit < 0:
         raise ValueError(f"benchmark.limit={limit}: give a count of at least 0, or null")

@@ -1,0 +1,163 @@
+"""Recall probe: ``python -m raydist.recall [hydra overrides]``.
+
+config (``raydist.recall.config``) -> instances (``benchmark``: ids, filter, slice, limit) ->
+the model served (a ``local_models`` entry: a Ray actor runs its server for the probe) ->
+rounds per instance (``raydist.recall.probe``) -> recall.parquet, summary.json, summary.md,
+transcripts.jsonl in ``<output_root>/recall/<benchmark>/<model>``. Re-running the same command
+resumes: finished rounds are read back, model answers come from the cache.
+
+Examples::
+
+    python -m raydist.recall benchmark=swebench benchmark.path=../shared/data/swebench/swebench_lite.jsonl
+    python -m raydist.recall benchmark.path=verified model=openai/gpt-4o-mini 'benchmark.filter=django__.*'
+    python -m raydist.launch benchmark=swebench benchmark.path=... \\
+        benchmark.leakage=runs/recall/swebench/gemma3-270m benchmark.min_leakage=repair_logic
+
+Exit status: 0 done; 1 some model call failed (recorded in transcripts.jsonl; the same command
+asks again) or the model server did not start; 2 a bad setting (one line names it).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from raydist.prompts import PACKAGE_ROOT
+from raydist.recall import config
+
+config.register()
+STATUS: list[int] = []
+
+
+class RecallError(ValueError):
+    """A setting of the probe is wrong; ``str()`` names it."""
+
+
+def settings_of(cfg: DictConfig):
+    """``(RecallConfig, rounds, prompt templates, grammar or None)``, checked. Raises RecallError naming
+    the setting."""
+    from raydist.driver.config import describe_config_error
+    from raydist.recall.answer import answer_grammar
+    from raydist.recall.probe import load_prompts
+    from raydist.recall.rounds import rounds_from
+
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(config.RecallConfig), cfg)
+        OmegaConf.resolve(merged)
+        settings = OmegaConf.to_object(merged)
+        rounds = rounds_from(settings.rounds)
+        limits = settings.answer
+        grammar = answer_grammar(max_items=limits.max_items, max_name_chars=limits.max_name_chars,
+                                 max_text_chars=limits.max_text_chars, max_patch_chars=limits.max_patch_chars)
+        prompts = load_prompts(settings.prompts_dir)
+    except (ValueError, FileNotFoundError) as exc:
+        raise RecallError(str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - OmegaConf's errors: a wrong type, an unknown key
+        raise RecallError(describe_config_error(exc)) from None
+    if settings.max_tokens < 1:
+        raise RecallError(f"max_tokens={settings.max_tokens}: give a whole number of at least 1")
+    return settings, rounds, prompts, grammar if limits.grammar else None
+
+
+def instances_of(bench) -> list:
+    """The benchmark's instances (``raydist.driver.benchmark.load_benchmark``). Raises RecallError."""
+    from raydist.driver.benchmark import load_benchmark
+    from raydist.tasks import MalformedInstance
+
+    if bench.get("kind") == "problems":
+        raise RecallError(f"benchmark={bench.name} is a set of seed problems; the probe needs repository tasks "
+                          "with a gold patch (benchmark=swebench benchmark.path=...)")
+    try:
+        return load_benchmark(bench)
+    except (MalformedInstance, FileNotFoundError, ValueError) as exc:
+        raise RecallError(f"benchmark={bench.name}: {exc}") from exc
+
+
+@contextmanager
+def endpoint_of(settings):
+    """The model's ``ModelEndpoint`` for the probe's duration: a ``local_models`` entry with a
+    server command is started under Ray (``raydist.cluster.serving.serve_model``), any other
+    model is reached as it is. Raises RecallError for an unknown model name."""
+    from raydist.cluster.serving import serve_model
+    from raydist.models.endpoint import UnknownModel, check_model_name
+
+    entry = settings.local_models.get(settings.model)
+    if entry is None:
+        try:
+            check_model_name(settings.model)
+        except UnknownModel as exc:
+            raise RecallError(f"model={settings.model}: {exc}") from None
+    elif entry.get("command"):
+        from raydist.cluster.runner import RayOptions, init_ray
+
+        init_ray(RayOptions(**vars(settings.cluster)))
+    with serve_model(settings.model, entry) as endpoint:
+        yield endpoint
+
+
+def run(cfg: DictConfig, run_dir: str) -> int:
+    """Probe, write the tables, print the summary; the exit status (module doc)."""
+    import logging
+
+    from raydist.models.completion import litellm_complete
+    from raydist.models.process import ModelServerError
+    from raydist.problems.llm import RecordedLLM
+    from raydist.recall.probe import ProbeSettings, run_probe
+    from raydist.recall.table import summary_markdown, write_tables
+
+    logging.getLogger("LiteLLM").setLevel(logging.WARNING)
+    try:
+        settings, rounds, prompts, grammar = settings_of(cfg)
+        instances = instances_of(cfg.benchmark)
+        probe = ProbeSettings(model=settings.model, rounds=rounds, prompts=prompts, seed=settings.seed,
+                              max_tokens=settings.max_tokens, grammar=grammar, temperature=settings.temperature)
+        print(f"recall probe: {len(instances)} instance(s) x {len(rounds)} round(s) on {settings.model} -> {run_dir}",
+              flush=True)
+        with endpoint_of(settings) as endpoint:
+            complete = litellm_complete(endpoint, temperature=settings.temperature, timeout=settings.timeout_base_s,
+                                        min_tokens_per_s=settings.min_tokens_per_s)
+            llm = RecordedLLM(complete, model=settings.model, cache_dir=Path(settings.cache_dir) / "recall" / "llm")
+            result = run_probe(instances, probe, llm, run_dir, progress=_progress)
+    except RecallError as exc:
+        print(f"raydist: error: {exc}", file=sys.stderr)
+        return 2
+    except ModelServerError as exc:
+        print(f"raydist: error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        ray = sys.modules.get("ray")
+        if ray is not None and ray.is_initialized():
+            ray.shutdown()
+    summaries = write_tables(result.rows, run_dir, result.failed)
+    print(summary_markdown(summaries, result.failed), flush=True)
+    return 1 if result.failed else 0
+
+
+def _progress(instance_id: str, rows: list[dict]) -> None:
+    levels = ", ".join(f"{r['round']}: {r['level']}" for r in rows)
+    print(f"  {instance_id}: {levels}", flush=True)
+
+
+# An absolute folder: Hydra reads it as files whether this module runs as __main__ or is
+# imported by ``python -m raydist.recall`` (raydist/conf is no Python package to import).
+@hydra.main(config_path=str(PACKAGE_ROOT / "conf"), config_name="recall", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    STATUS.append(run(cfg, HydraConfig.get().runtime.output_dir))
+
+
+def cli() -> int:
+    """Run Hydra; the highest exit status of its jobs."""
+    main()
+    return max(STATUS, default=0)
+
+
+if __name__ == "__main__":
+    sys.exit(cli())

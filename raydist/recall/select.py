@@ -1,0 +1,55 @@
+"""The high-leakage subset of a benchmark: the instances a recall probe put at or above a
+level (``benchmark.leakage`` and ``benchmark.min_leakage``; SchrodingerRepo §IV-A runs one
+model on 300 instances with high leakage evidence)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from raydist.recall.score import LEVELS, level_rank
+from raydist.recall.table import TABLE_NAME
+
+__all__ = ["leakage_levels", "select_by_leakage"]
+
+
+def leakage_levels(path: str | Path) -> dict[str, str]:
+    """``{instance_id: level}`` from a probe's ``recall.parquet`` (or the run directory holding
+    it): the highest ``instance_level`` over the table's models.
+
+    Raises:
+        ValueError: naming ``benchmark.leakage`` when there is no such table or it lacks the
+            ``instance_id``/``instance_level`` columns.
+    """
+    import pyarrow.parquet as pq
+
+    table_path = Path(path) / TABLE_NAME if Path(path).is_dir() else Path(path)
+    if not table_path.is_file():
+        raise ValueError(f"benchmark.leakage={str(path)!r}: no probe table there; write one with "
+                         "`python -m raydist.recall benchmark=... model=...` (its run directory holds recall.parquet)")
+    table = pq.read_table(table_path)
+    missing = {"instance_id", "instance_level"} - set(table.column_names)
+    if missing:
+        raise ValueError(f"benchmark.leakage={str(path)!r}: not a probe table (no {', '.join(sorted(missing))} column)")
+    levels: dict[str, str] = {}
+    for instance_id, level in zip(table.column("instance_id").to_pylist(), table.column("instance_level").to_pylist()):
+        if instance_id not in levels or level_rank(level) > level_rank(levels[instance_id]):
+            levels[instance_id] = level
+    return levels
+
+
+def select_by_leakage(instances, path: str | Path, min_level: str) -> list:
+    """The ``instances`` (in their order) whose probed level is ``min_level`` or higher;
+    instances the table does not hold are left out.
+
+    Raises:
+        ValueError: naming ``benchmark.min_leakage`` for an unknown level, ``benchmark.leakage``
+            for a missing table (``leakage_levels``) or one with no row for any of ``instances``.
+    """
+    if min_level not in LEVELS:
+        raise ValueError(f"benchmark.min_leakage={min_level!r}: choose one of {', '.join(LEVELS)}")
+    levels = leakage_levels(path)
+    known = [i for i in instances if i.instance_id in levels]
+    if not known:
+        raise ValueError(f"benchmark.leakage={str(path)!r}: the table has no row for any of the {len(instances)} "
+                         "instance(s) of this benchmark selection; probe them first")
+    return [i for i in known if level_rank(levels[i.instance_id]) >= level_rank(min_level)]
