@@ -30,7 +30,7 @@ def test_the_defaults_are_the_values_problems_yaml_held():
         "output_root": "runs",
         "storage": None,
         "benchmark": {"source": None, "path": None, "split": "test", "ids": None, "instance_ids": None, "filter": "",
-                      "slice": "", "leakage": None, "min_leakage": "repair_logic", "limit": None, "kind": "tasks",
+                      "slice": "", "format": "swebench", "repositories": None, "releases": None, "leakage": None, "min_leakage": "repair_logic", "limit": None, "kind": "tasks",
                       "dataset": None},
         "sandbox": {"docker_host": None, "base_image": None, "network": "none", "grading_timeout_s": 900.0,
                     "image_namespace": "swebench",
