@@ -165,9 +165,14 @@ def _base_passing(tree: SourceTree, release: Release, sdist: Sdist, settings: Bu
                            f"{tree.test_cmd!r}; the log ends:\n{runs[0].log[-2000:]}")
     if container is None:
         return host, 0
+    # The grader maps junit's keys to node ids through the test files the instance's lists name.
+    listed = keep.Verdict(True, None, (), tuple(sorted(host)))
     baseline = _instance(f"{release.name}-{release.version}-release", release, sdist, settings, tree.test_cmd,
-                         gold="", bug="", statement=None, mutation=None, verdict=None)
+                         gold="", bug="", statement=None, mutation=None, verdict=listed)
     inside = frozenset(t for t, s in container(baseline).items() if s == "PASSED")
+    if not host & inside:
+        raise LibraryError(f"{release.name} {release.version}: none of the {len(host)} tests that pass on the host "
+                           "passes in the instance image; --no-container-check skips this check")
     return host & inside, len(host - inside)
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from raydist.models.completion import EmptyCompletion
 from raydist.prompts import DEFAULT_PROMPTS_DIR, read_templates, render
-from raydist.tasks.fresh.mutations import Mutation
+from raydist.tasks.fresh.mutations import Mutation, is_test_file
 
 PROMPT_FILE = "fresh_statement"
 MODEL, FALLBACK = "model", "fallback_test_output"
@@ -27,6 +27,7 @@ Complete = Callable[..., str]
 
 _SECTION = re.compile(r"^_{3,} (.+?) _{3,}$")
 _HEADER = re.compile(r"^={5,}.*={5,}$")
+_LOCATION = re.compile(r"^(\S+\.py):\d+: ?\S*$")
 _MIN_CODE = 6  # shorter mutated lines (``else:``, ``x``) are words a report may use innocently
 
 
@@ -59,8 +60,8 @@ def fix_lines(mutation: Mutation) -> list[str]:
     return sorted(line for line in lines if len(line) >= _MIN_CODE)
 
 
-def failure_excerpt(log: str, failing: Sequence[str], mutation: Mutation, *, sections: int = 3,
-                    limit: int = 3000) -> str:
+def failure_excerpt(log: str, failing: Sequence[str], mutation: Mutation, *, sections: int = 2,
+                    limit: int = 1500) -> str:
     """The pytest failure text of up to ``sections`` failing tests (``failing`` ids), each cut to
     its last lines, at most ``limit`` characters, with every line holding mutated code removed."""
     hidden = fix_lines(mutation)
@@ -79,17 +80,36 @@ def failure_excerpt(log: str, failing: Sequence[str], mutation: Mutation, *, sec
         elif current is not None and not any(h in " ".join(line.split()) for h in hidden):
             current.append(line)
     per_block = limit // max(1, min(sections, len(blocks)))
-    parts = [f"{name}\n" + "\n".join(lines)[-per_block:] for name, lines in blocks[:sections]]
+    parts = [f"{name}\n" + "\n".join(frames_of_tests(lines))[-per_block:] for name, lines in blocks[:sections]]
     return "\n\n".join(parts)[:limit] or "\n".join(sorted(failing))
 
 
-def check_statement(text: str, mutation: Mutation, patch: str) -> str | None:
-    """Why ``text`` cannot be the statement (``empty``, ``diff``, ``names_fix``, ``garbage``), or None."""
+def frames_of_tests(lines: list[str]) -> list[str]:
+    """One failure's traceback (pytest's long format: each frame's code, then its ``path:line:``)
+    with the frames of library code reduced to their ``E`` lines: the report may quote the tests
+    and the error, not the code around the bug."""
+    kept, frame = [], []
+    for line in lines:
+        frame.append(line)
+        where = _LOCATION.match(line)
+        if where:
+            kept.extend(frame if is_test_file(where[1]) else [x for x in frame if x.startswith("E ")])
+            frame = []
+    return kept + frame
+
+
+def check_statement(text: str, mutation: Mutation, patch: str, prompt: str = "") -> str | None:
+    """Why ``text`` cannot be the statement, or None: ``empty``, ``echoes_prompt`` (an
+    instruction line of ``prompt``, or its ``<<<``/``>>>`` fence, repeated), ``diff``,
+    ``names_fix`` (a line of the mutated code), ``garbage`` (not prose, or one line looping)."""
     flat = " ".join(text.split())
     if len(flat) < 40:
         return "empty"
-    if "diff --git" in text or "@@ -" in text or re.search(r"^(\+\+\+|---) [ab]/", text, re.M) or \
-            any(line in text for line in patch.splitlines() if line[:1] in "+-" and len(line.strip()) > _MIN_CODE):
+    if "<<<" in text or any(line in flat for line in instruction_lines(prompt)):
+        return "echoes_prompt"
+    changed = {line[1:].strip() for line in patch.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")}
+    if "diff --git" in text or "@@ -" in text or re.search(r"^(\+\+\+|---) [ab]/", text, re.M) or any(
+            line[:1] in "+-" and line[1:].strip() in changed for line in text.splitlines() if line[1:].strip()):
         return "diff"
     if any(line in flat for line in fix_lines(mutation)):
         return "names_fix"
@@ -100,9 +120,23 @@ def check_statement(text: str, mutation: Mutation, patch: str) -> str | None:
     return None
 
 
+def instruction_lines(prompt: str) -> list[str]:
+    """The lines of ``prompt`` outside its ``<<<`` ... ``>>>`` evidence block, whitespace
+    collapsed, at least 25 characters long: what an answer that parrots the prompt repeats."""
+    lines, inside = [], False
+    for line in prompt.splitlines():
+        if line.strip() in ("<<<", ">>>"):
+            inside = line.strip() == "<<<"
+            continue
+        flat = " ".join(line.split())
+        if not inside and len(flat) >= 25:
+            lines.append(flat)
+    return lines
+
+
 def write_statement(complete: Complete | None, *, model: str | None, template: str, library: str, version: str,
                     failing: Sequence[str], excerpt: str, mutation: Mutation, patch: str, seed: int,
-                    attempts: int = 3, max_tokens: int = 300) -> Statement:
+                    attempts: int = 3, max_tokens: int = 200) -> Statement:
     """The statement of one instance: the first of ``attempts`` model answers (request seeds
     ``seed``, ``seed + 1``, ...) that ``check_statement`` accepts, else ``fallback_statement``.
     ``complete`` None (no model configured) goes straight to the fallback. A model that cannot
@@ -118,7 +152,7 @@ def write_statement(complete: Complete | None, *, model: str | None, template: s
             rejected.append("empty")
             continue
         text = answer.strip()
-        reason = check_statement(text, mutation, patch)
+        reason = check_statement(text, mutation, patch, prompt)
         if reason is None:
             return Statement(text + "\n", MODEL, model, attempt, tuple(rejected))
         rejected.append(reason)
