@@ -22,7 +22,13 @@ from raydist.tasks.fresh.mutations import (
 )
 from raydist.tasks.fresh.releases import ReleaseNotFound, choose_release, parse_spec, source_repo
 from raydist.tasks.fresh.runner import make_diff
-from raydist.tasks.fresh.statement import check_statement, fallback_statement, frames_of_tests, write_statement
+from raydist.tasks.fresh.statement import (
+    check_statement,
+    copied_share,
+    fallback_statement,
+    frames_of_tests,
+    write_statement,
+)
 from raydist.tasks.fresh.store import append_line, read_lines
 
 SOURCE = '''\
@@ -251,8 +257,9 @@ def test_library_frames_of_a_traceback_keep_only_their_error_lines():
 
 
 def test_a_statement_that_parrots_the_prompt_is_rejected():
-    prompt = "Evidence:\n<<<\nE assert 1 == 0\n>>>\nWrite the bug report a user would file about this failure, please."
-    assert check_statement(GOOD + "\nWrite the bug report a user would file about this failure, please.",
-                           MUTATION, PATCH, prompt) == "echoes_prompt"
-    assert check_statement(GOOD + "\n<<<\nE assert 1 == 0", MUTATION, PATCH, prompt) == "echoes_prompt"
-    assert check_statement(GOOD + " E assert 1 == 0", MUTATION, PATCH, prompt) is None
+    prompt = ("Here is the output of failing tests of the Python library lib 1.0:\n\ntest_clamp_low\n"
+              "E       assert -1 == 0\n\nIn 3 to 5 sentences, describe the bug as a user of lib would report it.")
+    parrot = "Here is the output of failing tests of the python library lib 1.0: test_clamp_low E assert -1 == 0"
+    assert check_statement(parrot, MUTATION, PATCH, prompt) == "echoes_prompt"
+    assert copied_share(parrot, prompt) == 1.0
+    assert check_statement(GOOD + " The test reports assert -1 == 0.", MUTATION, PATCH, prompt) is None

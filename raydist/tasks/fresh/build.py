@@ -22,6 +22,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from pathlib import Path
@@ -59,8 +60,10 @@ class BuildSettings:
     """A bug may fail at most this share of the tests that pass on the release."""
     timeout: float = 300
     """Seconds one test run may take."""
-    statement_attempts: int = 3
+    statement_attempts: int = 2
     """Model answers tried per statement before the test-output fallback."""
+    statement_workers: int = 2
+    """Statements written at once (the embedded server decodes two requests in one batch)."""
     install: tuple[str, ...] = DEFAULT_INSTALL
     """Pins of the test environment (host venv and instance image)."""
     test_cmds: dict = field(default_factory=dict)
@@ -137,21 +140,28 @@ def build_library(spec: str, settings: BuildSettings, model: StatementModel, out
             f"({dropped} more only on the host); {test_cmd}")
         candidates, unparsed = scan_tree(root, check=False)
         done = {r["mutation"]: r for r in read_lines(log_path(out)) if r.get("sdist_sha256") == release.sha256}
-        kept = sum(1 for r in done.values() if r["verdict"] == "kept")
-        for mutation in sample_order(candidates, settings.seed):
-            if kept >= settings.per_library or len(done) >= settings.max_tries:
-                break
-            if mutation.key() in done:
-                continue
-            row = _try(mutation, tree, base, release, sdist, settings, model, out)
-            append_line(log_path(out), row)
-            done[mutation.key()] = row
-            kept += row["verdict"] == "kept"
-            say(f"  {mutation.kind} {mutation.file}:{mutation.line}: {row['verdict']}"
-                + (f" ({row['fail_to_pass']} failing)" if row["fail_to_pass"] else ""))
+        wanted = settings.per_library - sum(1 for r in done.values() if r["verdict"] == "kept")
+        # Statements are written by the model while the next candidates' tests run.
+        with ThreadPoolExecutor(max_workers=settings.statement_workers) as pool:
+            pending: dict[Future, dict] = {}
+            for mutation in sample_order(candidates, settings.seed):
+                wanted -= _record_written(pending, done, out, say, block=False)
+                if wanted - len(pending) <= 0 or len(done) + len(pending) >= settings.max_tries:
+                    break
+                if mutation.key() in done or any(r["mutation"] == mutation.key() for r in pending.values()):
+                    continue
+                row, kept = _try(mutation, tree, base, settings, release)
+                if kept is None:
+                    append_line(log_path(out), row)
+                    done[mutation.key()] = row
+                    say(f"  {mutation.kind} {mutation.file}:{mutation.line}: {row['verdict']}")
+                else:
+                    pending[pool.submit(_write_instance, kept, release, sdist, settings, model, tree.test_cmd)] = row
+            wanted -= _record_written(pending, done, out, say, block=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     rejected = Counter(r["verdict"] for r in done.values() if r["verdict"] != "kept")
+    kept = sum(1 for r in done.values() if r["verdict"] == "kept")
     return LibraryReport(release, test_cmd, len(base), dropped, len(candidates), tuple(unparsed), len(done), kept,
                          dict(sorted(rejected.items())), round(time.monotonic() - start, 1))
 
@@ -176,12 +186,23 @@ def _base_passing(tree: SourceTree, release: Release, sdist: Sdist, settings: Bu
     return host & inside, len(host - inside)
 
 
-def _try(mutation: Mutation, tree: SourceTree, base: frozenset[str], release: Release, sdist: Sdist,
-         settings: BuildSettings, model: StatementModel, out: Path) -> dict:
-    """One candidate, judged (and when kept, written to ``out``): its log line."""
+@dataclass(frozen=True)
+class _Kept:
+    """A candidate the keep rule kept: its diffs, verdict and the failure text for its statement."""
+
+    mutation: Mutation
+    bug: str
+    gold: str
+    verdict: keep.Verdict
+    excerpt: str
+
+
+def _try(mutation: Mutation, tree: SourceTree, base: frozenset[str], settings: BuildSettings,
+         release: Release) -> tuple[dict, _Kept | None]:
+    """One candidate judged: its log line, and what its instance needs when it is kept."""
     start = time.monotonic()
     source = (tree.root / mutation.file).read_text(encoding="utf-8")
-    verdict, instance_id, written = keep.Verdict(False, "does_not_compile"), None, None
+    verdict, kept = keep.Verdict(False, "does_not_compile"), None
     if changes_program(source, mutation):
         buggy = apply_mutation(source, mutation)
         bug, gold = make_diff(mutation.file, source, buggy), make_diff(mutation.file, buggy, source)
@@ -189,23 +210,47 @@ def _try(mutation: Mutation, tree: SourceTree, base: frozenset[str], release: Re
             verdict, log = _judged(tree, bug, base, settings)
             if verdict.kept:
                 _check_gold(tree, bug, gold, mutation.file, source)
+                kept = _Kept(mutation, bug, gold, verdict, statements.failure_excerpt(log, verdict.fail_to_pass, mutation))
         except PatchError:
             verdict = keep.Verdict(False, "patch_does_not_apply")
-        if verdict.kept:
-            excerpt = statements.failure_excerpt(log, verdict.fail_to_pass, mutation)
-            written = statements.write_statement(
-                model.complete, model=model.name, template=model.template, library=release.name,
-                version=release.version, failing=verdict.fail_to_pass, excerpt=excerpt, mutation=mutation,
-                patch=bug, seed=settings.seed, attempts=settings.statement_attempts)
-            instance_id = f"{release.repo.replace('/', '__')}-fresh-{mutation.key()[:8]}"
-            instance = _instance(instance_id, release, sdist, settings, tree.test_cmd, gold=gold, bug=bug,
-                                 statement=written, mutation=mutation, verdict=verdict)
-            append_line(out, instance.to_record())
-    return {"library": release.name, "version": release.version, "sdist_sha256": release.sha256,
-            "mutation": mutation.key(), "kind": mutation.kind, "file": mutation.file, "line": mutation.line,
-            "verdict": "kept" if verdict.kept else verdict.reason, "fail_to_pass": len(verdict.fail_to_pass),
-            "instance_id": instance_id, "statement_source": written.source if written else None,
-            "seconds": round(time.monotonic() - start, 2)}
+    row = {"library": release.name, "version": release.version, "sdist_sha256": release.sha256,
+           "mutation": mutation.key(), "kind": mutation.kind,
+           "file": mutation.file, "line": mutation.line, "verdict": "kept" if kept else verdict.reason,
+           "fail_to_pass": len(verdict.fail_to_pass), "instance_id": None, "statement_source": None,
+           "test_seconds": round(time.monotonic() - start, 2)}
+    return row, kept
+
+
+def _write_instance(kept: _Kept, release: Release, sdist: Sdist, settings: BuildSettings, model: StatementModel,
+                    test_cmd: str) -> tuple[Instance, float]:
+    """The instance of a kept candidate, its statement asked of the model (runs in a worker
+    thread), and the seconds the statement took."""
+    start = time.monotonic()
+    written = statements.write_statement(
+        model.complete, model=model.name, template=model.template, library=release.name, version=release.version,
+        failing=kept.verdict.fail_to_pass, excerpt=kept.excerpt, mutation=kept.mutation, patch=kept.bug,
+        seed=settings.seed, attempts=settings.statement_attempts)
+    instance_id = f"{release.repo.replace('/', '__')}-fresh-{kept.mutation.key()[:8]}"
+    instance = _instance(instance_id, release, sdist, settings, test_cmd, gold=kept.gold, bug=kept.bug,
+                         statement=written, mutation=kept.mutation, verdict=kept.verdict)
+    return instance, round(time.monotonic() - start, 2)
+
+
+def _record_written(pending: dict[Future, dict], done: dict, out: Path, say, *, block: bool) -> int:
+    """Write the instances whose statements are ready (all of them when ``block``), then their
+    log lines, in that order: a candidate is logged as kept only once its instance is on disk."""
+    ready = list(as_completed(pending)) if block else [f for f in pending if f.done()]
+    for future in ready:
+        row = pending.pop(future)
+        instance, seconds = future.result()
+        append_line(out, instance.to_record())
+        row |= {"instance_id": instance.instance_id, "statement_source": instance.extra["statement"]["source"],
+                "statement_seconds": seconds}
+        append_line(log_path(out), row)
+        done[row["mutation"]] = row
+        say(f"  {row['kind']} {row['file']}:{row['line']}: kept ({row['fail_to_pass']} failing), "
+            f"statement: {row['statement_source']}")
+    return len(ready)
 
 
 def _judged(tree: SourceTree, bug: str, base: frozenset[str], settings: BuildSettings) -> tuple[keep.Verdict, str]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from raydist.models.completion import EmptyCompletion
+from raydist.models.retry import ModelUnreachable
 from raydist.prompts import DEFAULT_PROMPTS_DIR, read_templates, render
 from raydist.tasks.fresh.mutations import Mutation, is_test_file
 
@@ -61,7 +62,7 @@ def fix_lines(mutation: Mutation) -> list[str]:
 
 
 def failure_excerpt(log: str, failing: Sequence[str], mutation: Mutation, *, sections: int = 2,
-                    limit: int = 1500) -> str:
+                    limit: int = 900) -> str:
     """The pytest failure text of up to ``sections`` failing tests (``failing`` ids), each cut to
     its last lines, at most ``limit`` characters, with every line holding mutated code removed."""
     hidden = fix_lines(mutation)
@@ -99,13 +100,13 @@ def frames_of_tests(lines: list[str]) -> list[str]:
 
 
 def check_statement(text: str, mutation: Mutation, patch: str, prompt: str = "") -> str | None:
-    """Why ``text`` cannot be the statement, or None: ``empty``, ``echoes_prompt`` (an
-    instruction line of ``prompt``, or its ``<<<``/``>>>`` fence, repeated), ``diff``,
+    """Why ``text`` cannot be the statement, or None: ``empty``, ``echoes_prompt`` (most of it
+    copied from ``prompt``: ``copied_share`` over 0.6), ``diff``,
     ``names_fix`` (a line of the mutated code), ``garbage`` (not prose, or one line looping)."""
     flat = " ".join(text.split())
     if len(flat) < 40:
         return "empty"
-    if "<<<" in text or any(line in flat for line in instruction_lines(prompt)):
+    if copied_share(text, prompt) > 0.6:
         return "echoes_prompt"
     changed = {line[1:].strip() for line in patch.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")}
     if "diff --git" in text or "@@ -" in text or re.search(r"^(\+\+\+|---) [ab]/", text, re.M) or any(
@@ -120,28 +121,27 @@ def check_statement(text: str, mutation: Mutation, patch: str, prompt: str = "")
     return None
 
 
-def instruction_lines(prompt: str) -> list[str]:
-    """The lines of ``prompt`` outside its ``<<<`` ... ``>>>`` evidence block, whitespace
-    collapsed, at least 25 characters long: what an answer that parrots the prompt repeats."""
-    lines, inside = [], False
-    for line in prompt.splitlines():
-        if line.strip() in ("<<<", ">>>"):
-            inside = line.strip() == "<<<"
-            continue
-        flat = " ".join(line.split())
-        if not inside and len(flat) >= 25:
-            lines.append(flat)
-    return lines
+def copied_share(text: str, prompt: str, n: int = 4) -> float:
+    """The share of ``text``'s word ``n``-grams (lower case) that occur in ``prompt``: near 1 for
+    an answer that parrots the prompt or pastes the test output back, low for a report in its
+    own words that quotes a few values."""
+    grams = _ngrams(text, n)
+    return len(grams & _ngrams(prompt, n)) / len(grams) if grams else 0.0
+
+
+def _ngrams(text: str, n: int) -> set[tuple[str, ...]]:
+    words = re.findall(r"\w+", text.lower())
+    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
 
 
 def write_statement(complete: Complete | None, *, model: str | None, template: str, library: str, version: str,
                     failing: Sequence[str], excerpt: str, mutation: Mutation, patch: str, seed: int,
-                    attempts: int = 3, max_tokens: int = 200) -> Statement:
+                    attempts: int = 2, max_tokens: int = 128) -> Statement:
     """The statement of one instance: the first of ``attempts`` model answers (request seeds
     ``seed``, ``seed + 1``, ...) that ``check_statement`` accepts, else ``fallback_statement``.
-    ``complete`` None (no model configured) goes straight to the fallback. A model that cannot
-    be reached raises (``ModelUnreachable``): that is the infrastructure's failure, not the
-    statement's."""
+    ``complete`` None (no model configured) goes straight to the fallback. A try whose request
+    fails (``ModelUnreachable``: the server did not answer in time) is rejected as
+    ``model_error``; any other error of the model call (a bad request, credentials) raises."""
     prompt = render(template, {"library": library, "version": version, "n_failing": len(failing),
                                "failing_tests": list(failing)[:10], "failures": excerpt})
     rejected: list[str] = []
@@ -150,6 +150,9 @@ def write_statement(complete: Complete | None, *, model: str | None, template: s
             answer = complete([{"role": "user", "content": prompt}], seed=seed + attempt - 1, max_tokens=max_tokens)
         except EmptyCompletion:
             rejected.append("empty")
+            continue
+        except ModelUnreachable:  # a server too slow or gone: the try is spent, the row says so
+            rejected.append("model_error")
             continue
         text = answer.strip()
         reason = check_statement(text, mutation, patch, prompt)
