@@ -15,7 +15,12 @@ from dataclasses import asdict
 from datetime import date
 from pathlib import Path
 
-from raydist.tasks.fresh.build import BuildSettings, LibraryReport, StatementModel, build_library
+from raydist.tasks.fresh.build import (
+    BuildSettings,
+    LibraryReport,
+    StatementModel,
+    build_library,
+)
 from raydist.tasks.fresh.keep import REASONS
 from raydist.tasks.fresh.statement import load_template
 from raydist.tasks.fresh.store import log_path

@@ -20,7 +20,12 @@ from raydist.tasks.fresh.mutations import (
     library_files,
     scan_tree,
 )
-from raydist.tasks.fresh.releases import ReleaseNotFound, choose_release, parse_spec, source_repo
+from raydist.tasks.fresh.releases import (
+    ReleaseNotFound,
+    choose_release,
+    parse_spec,
+    source_repo,
+)
 from raydist.tasks.fresh.runner import make_diff
 from raydist.tasks.fresh.statement import (
     check_statement,

@@ -10,7 +10,12 @@ import pytest
 
 from raydist.tasks.fresh.keep import judge
 from raydist.tasks.fresh.mutations import apply_mutation, enumerate_mutations
-from raydist.tasks.fresh.runner import PatchError, SourceTree, detect_test_cmd, make_diff
+from raydist.tasks.fresh.runner import (
+    PatchError,
+    SourceTree,
+    detect_test_cmd,
+    make_diff,
+)
 from raydist.tasks.fresh.statement import failure_excerpt
 from raydist.tasks.schema import DEFAULT_INSTALL
 

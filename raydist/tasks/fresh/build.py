@@ -24,14 +24,28 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 from raydist.sandbox.sources import fetch_sdist, unpack_sdist
-from raydist.tasks.fresh import keep, statement as statements
-from raydist.tasks.fresh.mutations import KINDS, Mutation, Unparsed, apply_mutation, changes_program, scan_tree
+from raydist.tasks.fresh import keep
+from raydist.tasks.fresh import statement as statements
+from raydist.tasks.fresh.mutations import (
+    KINDS,
+    Mutation,
+    Unparsed,
+    apply_mutation,
+    changes_program,
+    scan_tree,
+)
 from raydist.tasks.fresh.releases import Release, pick_release
-from raydist.tasks.fresh.runner import PatchError, SourceTree, detect_test_cmd, git_apply, make_diff
+from raydist.tasks.fresh.runner import (
+    PatchError,
+    SourceTree,
+    detect_test_cmd,
+    git_apply,
+    make_diff,
+)
 from raydist.tasks.fresh.store import append_line, log_path, read_lines
 from raydist.tasks.schema import DEFAULT_INSTALL, Instance, Recipe, Sdist
 
@@ -280,7 +294,7 @@ def _check_gold(tree: SourceTree, bug: str, gold: str, path: str, source: str) -
 def _instance(instance_id: str, release: Release, sdist: Sdist, settings: BuildSettings, test_cmd: str, *,
               gold: str, bug: str, statement: statements.Statement | None, mutation: Mutation | None,
               verdict: keep.Verdict | None) -> Instance:
-    extra = {"created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    extra = {"created_at": datetime.now(UTC).isoformat(timespec="seconds"),
              "fresh": {"builder": BUILDER, "release": release.record(),
                        "released_after": str(settings.released_after) if settings.released_after else None,
                        "seed": settings.seed, "measured_runs": 2}}

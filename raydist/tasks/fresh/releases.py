@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 
 import requests
 from packaging.version import InvalidVersion, Version
@@ -107,5 +107,5 @@ def _final(version: str) -> bool:
 
 
 def _uploaded(file: dict) -> date:
-    stamp = datetime.fromisoformat(file["upload_time_iso_8601"].replace("Z", "+00:00"))
-    return stamp.astimezone(timezone.utc).date()
+    stamp = datetime.fromisoformat(file["upload_time_iso_8601"])
+    return stamp.astimezone(UTC).date()

@@ -51,7 +51,7 @@ def make_diff(path: str, old: str, new: str) -> str:
 def git_apply(root: Path, diff: str, *, reverse: bool = False) -> None:
     """``git apply`` (``-R`` with ``reverse``) ``diff`` at ``root``; :class:`PatchError` with git's message."""
     argv = ["git", "apply", "--whitespace=nowarn", *(["-R"] if reverse else []), "-"]
-    done = subprocess.run(argv, cwd=root, input=diff, capture_output=True, text=True)
+    done = subprocess.run(argv, cwd=root, input=diff, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise PatchError(f"the patch does not {'revert' if reverse else 'apply'} at {root}: {done.stderr.strip()}")
 

@@ -109,7 +109,7 @@ def check_statement(text: str, mutation: Mutation, patch: str, prompt: str = "")
     if copied_share(text, prompt) > 0.6:
         return "echoes_prompt"
     changed = {line[1:].strip() for line in patch.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")}
-    if "diff --git" in text or "@@ -" in text or re.search(r"^(\+\+\+|---) [ab]/", text, re.M) or any(
+    if "diff --git" in text or "@@ -" in text or re.search(r"^(\+\+\+|---) [ab]/", text, re.MULTILINE) or any(
             line[:1] in "+-" and line[1:].strip() in changed for line in text.splitlines() if line[1:].strip()):
         return "diff"
     if any(line in flat for line in fix_lines(mutation)):
