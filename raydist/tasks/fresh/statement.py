@@ -62,7 +62,7 @@ def fix_lines(mutation: Mutation) -> list[str]:
 
 
 def failure_excerpt(log: str, failing: Sequence[str], mutation: Mutation, *, sections: int = 2,
-                    limit: int = 900) -> str:
+                    limit: int = 700) -> str:
     """The pytest failure text of up to ``sections`` failing tests (``failing`` ids), each cut to
     its last lines, at most ``limit`` characters, with every line holding mutated code removed."""
     hidden = fix_lines(mutation)
@@ -136,7 +136,7 @@ def _ngrams(text: str, n: int) -> set[tuple[str, ...]]:
 
 def write_statement(complete: Complete | None, *, model: str | None, template: str, library: str, version: str,
                     failing: Sequence[str], excerpt: str, mutation: Mutation, patch: str, seed: int,
-                    attempts: int = 2, max_tokens: int = 128) -> Statement:
+                    attempts: int = 2, max_tokens: int = 96) -> Statement:
     """The statement of one instance: the first of ``attempts`` model answers (request seeds
     ``seed``, ``seed + 1``, ...) that ``check_statement`` accepts, else ``fallback_statement``.
     ``complete`` None (no model configured) goes straight to the fallback. A try whose request
