@@ -14,16 +14,13 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import asdict
 from datetime import date
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from raydist.tasks.fresh.build import (
-    BuildSettings,
-    LibraryReport,
-    StatementModel,
-    build_library,
-)
+# Only the pure rejection table at import: `raydist --help` loads neither Docker nor litellm.
 from raydist.tasks.fresh.keep import REASONS
-from raydist.tasks.fresh.statement import load_template
-from raydist.tasks.fresh.store import log_path
+
+if TYPE_CHECKING:
+    from raydist.tasks.fresh.build import LibraryReport
 
 DEFAULT_OUT = "runs/fresh_tasks/instances.jsonl"
 DEFAULT_MODEL = "gemma3-270m"
@@ -87,6 +84,8 @@ def add_parser(sub) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Build every library of ``args.libraries``; print one line per candidate and a summary."""
+    from raydist.tasks.fresh.build import BuildSettings, build_library
+
     settings = BuildSettings(
         released_after=args.released_after, per_library=args.per_library, seed=args.seed, max_tries=args.max_tries,
         max_fail_fraction=args.max_fail_fraction, timeout=args.timeout, statement_attempts=args.statement_attempts,
@@ -107,6 +106,9 @@ def main(args: argparse.Namespace) -> int:
 def statement_model(name: str):
     """The ``StatementModel`` of ``name`` for the duration of the block (a local model's server
     started under a local Ray and stopped after)."""
+    from raydist.tasks.fresh.build import StatementModel
+    from raydist.tasks.fresh.statement import load_template
+
     template = load_template()
     if name == "none":
         yield StatementModel(None, None, template)
@@ -138,6 +140,8 @@ def _container(work: Path):
 
 def write_summary(out: Path, reports: list[LibraryReport]) -> str:
     """Write ``<out>.summary.json`` and return its Markdown table."""
+    from raydist.tasks.fresh.store import log_path
+
     rows = [asdict(r) for r in reports]
     path = out.with_name(out.name.removesuffix(".jsonl") + ".summary.json")
     path.write_text(json.dumps(rows, indent=2, default=str) + "\n", encoding="utf-8")
