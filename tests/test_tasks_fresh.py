@@ -268,3 +268,17 @@ def test_a_statement_that_parrots_the_prompt_is_rejected():
     assert check_statement(parrot, MUTATION, PATCH, prompt) == "echoes_prompt"
     assert copied_share(parrot, prompt) == 1.0
     assert check_statement(GOOD + " The test reports assert -1 == 0.", MUTATION, PATCH, prompt) is None
+
+
+def test_tasks_build_runs_in_process_and_its_help_names_every_rejection_reason(capsys):
+    from raydist.cli import command
+    from raydist.tasks.fresh.keep import REASONS
+
+    exec_argv, args = command(["tasks", "build", "--libraries", "six==1.17.0", "--per-library", "3"])
+    assert exec_argv is None
+    assert (args.libraries, args.per_library, args.model, args.statement_attempts) == ("six==1.17.0", 3, "gemma3-270m", 2)
+    with pytest.raises(SystemExit) as done:
+        command(["tasks", "build", "--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert [reason for reason in REASONS if f"  {reason} " not in out] == []
