@@ -7,6 +7,7 @@
     raydist config show [--problems] [...]     the resolved config   (python -m raydist.launch --cfg job --resolve)
     raydist report RUN_DIR_OR_ROOT...          the summary table of finished run directories
     raydist export swebench|variants RUN_DIR   a run's results in other tools' formats
+    raydist tasks build --libraries ...        fresh instances: bugs injected into recent PyPI releases
 
 ``run``, ``problems``, ``probe``, ``plan`` and ``config show`` replace this process with the Hydra entry
 (``os.execv``), so every override and flag (``--multirun``, ``--cfg``, ``hydra.run.dir=...``)
@@ -22,6 +23,8 @@ import sys
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
+
+from raydist import build_tasks
 
 MAIN = "raydist.launch"
 PROBLEMS = "raydist.problems.launch"
@@ -194,6 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     variants.add_argument("--out", metavar="DIR", help="where to write the files (default RUN_DIR/export)")
     variants.add_argument("--format", action="append", choices=("hf", "humaneval"), dest="formats",
                           help="write only this format (repeatable; default both)")
+    build_tasks.add_parser(sub)
     return parser
 
 
@@ -203,12 +207,12 @@ def command(argv: Sequence[str]) -> tuple[list[str] | None, argparse.Namespace]:
     The exec argv is ``[sys.executable, "-m", <entry module>, *hydra args]`` for ``run``,
     ``problems``, ``probe``, ``plan`` (``dry_run=true`` first) and ``config show`` (``--cfg job --resolve``
     first, a ``--resolve`` of the user's dropped);
-    None for ``report`` and ``export``, which run in this process. Raises ``SystemExit(2)``
+    None for ``report``, ``export`` and ``tasks``, which run in this process. Raises ``SystemExit(2)``
     (argparse's usage error) for an unknown command or an extra argument to ``report`` or ``export``, and ``SystemExit(0)``
     after printing ``--help``."""
     parser = build_parser()
     args, extra = parser.parse_known_args(list(argv))
-    if args.command in ("report", "export"):
+    if args.command in ("report", "export", "tasks"):
         if extra:
             parser.error(f"{args.command} takes no Hydra overrides: {' '.join(extra)}")
         return None, args
@@ -251,6 +255,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The console script ``raydist``. Hydra commands never return (the process becomes the
     job); ``report`` returns its exit status."""
     exec_argv, args = command(sys.argv[1:] if argv is None else argv)
+    if exec_argv is None and args.command == "tasks":
+        return build_tasks.main(args)
     if exec_argv is None and args.command == "export":
         return export_main(args)
     if exec_argv is None and args.out:

@@ -72,7 +72,7 @@ def test_config_groups_are_read_from_the_package():
     groups = config_groups()
     assert groups["sweep"] == ["full_levels"]
     assert groups["cluster"] == ["local", "remote"]
-    assert groups["benchmark"] == ["builtin", "file", "humaneval", "mbpp", "realfix", "swe_qa", "swebench",
+    assert groups["benchmark"] == ["builtin", "file", "fresh", "humaneval", "mbpp", "realfix", "swe_qa", "swebench",
                                    "swebench_offline"]
     assert "prompts" not in groups
 
@@ -136,7 +136,7 @@ def test_hydra_error_status_passes_through(tmp_path):
     # A group option that does not exist is a configuration error, named with the options there.
     assert (direct.returncode, out.returncode) == (2, 2)
     assert out.stderr.strip() == ("raydist: error: In 'config': Could not find 'benchmark/no_such_benchmark'; "
-                                  "Available options in 'benchmark': builtin, file, humaneval, mbpp, realfix, "
+                                  "Available options in 'benchmark': builtin, file, fresh, humaneval, mbpp, realfix, "
                                   "swe_qa, swebench, swebench_offline")
 
 

@@ -62,7 +62,7 @@ def test_wheel_carries_configs_prompts_and_scripts(wheel):
         assert f"raydist/conf/{conf}" in names
     prompts = {n for n in names if n.startswith("raydist/conf/prompts/")}
     assert prompts == {f"raydist/conf/prompts/{p.name}" for p in (ROOT / "raydist/conf/prompts").glob("*.j2")}
-    assert len(prompts) == 14
+    assert len(prompts) == 15
     assert {"raydist/sandbox/base_image.sh", "raydist/problems/_run_program.sh",
             "raydist/tasks/builtin/instances.jsonl"} <= names
     entry_points = zipfile.ZipFile(wheel).read("raydist-0.1.0.dist-info/entry_points.txt").decode()

@@ -68,7 +68,7 @@ def host_runner(work: Path) -> TestRunner:
     def run(instance: Instance, gold_patch: str) -> str:
         recipe = _recipe(instance)
         if recipe.install not in venvs:
-            venvs[recipe.install] = _make_venv(recipe.install, work)
+            venvs[recipe.install] = make_venv(recipe.install, work)
         with tempfile.TemporaryDirectory(dir=work) as scratch:
             root = prepare_tree(instance, Path(scratch), work / "sdists", gold_patch)
             env = dict(os.environ, PATH=f"{venvs[recipe.install] / 'bin'}{os.pathsep}{os.environ['PATH']}")
@@ -81,7 +81,8 @@ def host_runner(work: Path) -> TestRunner:
     return run
 
 
-def _make_venv(install: tuple[str, ...], work: Path) -> Path:
+def make_venv(install: tuple[str, ...], work: Path) -> Path:
+    """``work/venv-<hash of install>``, created with this interpreter and ``install`` on first use."""
     venv = work / ("venv-" + hashlib.sha256("\n".join(install).encode()).hexdigest()[:12])
     if not (venv / "bin" / "python").exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
