@@ -58,11 +58,12 @@ def venv(wheel, tmp_path_factory) -> Path:
 def test_wheel_carries_configs_prompts_and_scripts(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     for conf in ["config.yaml", "problems.yaml", "local_models.yaml", "benchmark/builtin.yaml",
-                 "sandbox/docker.yaml", "cluster/local.yaml", "sweep/full_levels.yaml"]:
+                 "sandbox/docker.yaml", "cluster/local.yaml", "sweep/full_levels.yaml", "recall.yaml",
+                 "benchmark/swe_qa.yaml", "benchmark/fresh.yaml"]:
         assert f"raydist/conf/{conf}" in names
     prompts = {n for n in names if n.startswith("raydist/conf/prompts/")}
     assert prompts == {f"raydist/conf/prompts/{p.name}" for p in (ROOT / "raydist/conf/prompts").glob("*.j2")}
-    assert len(prompts) == 15
+    assert len(prompts) == 19
     assert {"raydist/sandbox/base_image.sh", "raydist/problems/_run_program.sh",
             "raydist/tasks/builtin/instances.jsonl"} <= names
     entry_points = zipfile.ZipFile(wheel).read("raydist-0.1.0.dist-info/entry_points.txt").decode()
