@@ -54,7 +54,7 @@ def test_a_benchmark_that_does_not_exist_exits_2_naming_the_options_before_any_j
     assert res.returncode == 2, res.stderr[-3000:]
     error, last = res.stderr.strip().splitlines()[-2:]
     assert error.startswith("raydist: error: In 'problems': Could not find 'benchmark/nosuch'; Available options in "
-                            "'benchmark': builtin, file, humaneval, mbpp, realfix, swe_qa, swebench, swebench_offline (job ")
+                            "'benchmark': builtin, file, fresh, humaneval, mbpp, realfix, swe_qa, swebench, swebench_offline (job ")
     assert error.endswith(" benchmark=nosuch)")
     assert last == "ray imported: False"
     assert not (tmp_path / "problems").exists()  # the valid first job did not start either

@@ -4,4 +4,5 @@ import sys
 
 from raydist.recall.launch import cli
 
-sys.exit(cli())
+if __name__ == "__main__":  # importing the module (a package walk) must not start a probe
+    sys.exit(cli())
