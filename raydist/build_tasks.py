@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict
 from datetime import date
@@ -92,13 +93,24 @@ def main(args: argparse.Namespace) -> int:
         test_cmds=dict(_pair(p) for p in args.test_cmd), **({"work": args.work} if args.work else {}))
     specs = [s.strip() for s in args.libraries.split(",") if s.strip()]
     reports: list[LibraryReport] = []
+    from raydist.tasks.fresh.build import LibraryError
+    from raydist.tasks.fresh.releases import ReleaseNotFound
+
+    failed: list[str] = []
     with ExitStack() as stack:
         model = stack.enter_context(statement_model(args.model))
         container = None if args.no_container_check else _container(settings.work)
         for spec in specs:
-            reports.append(build_library(spec, settings, model, args.out, container))
+            try:
+                reports.append(build_library(spec, settings, model, args.out, container))
+            except (ReleaseNotFound, LibraryError) as exc:  # the library's, not the build's: go on with the next
+                failed.append(spec)
+                print(f"raydist tasks build: error: {spec}: {exc}; the other libraries are built, rerun with a "
+                      "fixed --libraries to add it", file=sys.stderr, flush=True)
     summary = write_summary(args.out, reports)
     print(summary)
+    if failed:
+        return 2
     return 0 if all(r.kept >= settings.per_library for r in reports) else 1
 
 
@@ -144,6 +156,7 @@ def write_summary(out: Path, reports: list[LibraryReport]) -> str:
 
     rows = [asdict(r) for r in reports]
     path = out.with_name(out.name.removesuffix(".jsonl") + ".summary.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(rows, indent=2, default=str) + "\n", encoding="utf-8")
     lines = ["| library | version | uploaded | passing tests | candidates | tried | kept | rejected | seconds |",
              "|---|---|---|---|---|---|---|---|---|"]

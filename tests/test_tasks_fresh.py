@@ -282,3 +282,16 @@ def test_tasks_build_runs_in_process_and_its_help_names_every_rejection_reason(c
     assert done.value.code == 0
     out = capsys.readouterr().out
     assert [reason for reason in REASONS if f"  {reason} " not in out] == []
+
+
+def test_a_library_pypi_does_not_have_is_one_error_line_and_exit_2_not_a_traceback(tmp_path):
+    import sys
+
+    out = tmp_path / "fresh" / "instances.jsonl"
+    done = subprocess.run([sys.executable, "-m", "raydist.cli", "tasks", "build", "--libraries", "nosuchlib-zz-123",
+                           "--released-after", "2020-01-01", "--per-library", "1", "--out", str(out), "--model", "none",
+                           "--no-container-check"], capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[-1].startswith(
+        "raydist tasks build: error: nosuchlib-zz-123: PyPI has no project 'nosuchlib-zz-123'")
+    assert out.with_name("instances.summary.json").read_text().strip() == "[]"
