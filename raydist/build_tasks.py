@@ -127,17 +127,13 @@ def statement_model(name: str):
         return
     from omegaconf import OmegaConf
 
-    from raydist.cluster.runner import RayOptions, init_ray
-    from raydist.cluster.serving import serve_model
+    from raydist.cluster.serving import serve_for_command
     from raydist.models.completion import litellm_complete
     from raydist.prompts import PACKAGE_ROOT
 
     local = OmegaConf.to_container(OmegaConf.load(PACKAGE_ROOT / "conf" / "local_models.yaml").local_models,
                                    resolve=True)
-    entry = local.get(name)
-    if entry is not None:
-        init_ray(RayOptions())
-    with serve_model(name, entry) as endpoint:
+    with serve_for_command(name, local.get(name)) as endpoint:
         # A small model on a busy CPU decodes at a token or two a second: give a request that long.
         complete = litellm_complete(endpoint, temperature=0.7, timeout=60, min_tokens_per_s=1, retries=2)
         yield StatementModel(complete, name, template)

@@ -17,8 +17,7 @@ import pyarrow.compute as pc
 from raydist.analysis.repositories import COST_COLUMNS
 from raydist.analysis.runs import BASELINE, level_key
 from raydist.outcomes import ERRORS, SCORED
-
-QA_TASK = "qa"
+from raydist.tasks.swe_qa import QA_TASK
 
 
 def split_questions(table: pa.Table) -> tuple[pa.Table, pa.Table]:

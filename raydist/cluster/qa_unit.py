@@ -16,7 +16,8 @@ from pathlib import Path
 
 from raydist.cluster.outputs import GRADING, bounded, unit_stem
 from raydist.cluster.plan import RunUnit
-from raydist.outcomes import ANSWERED, InfrastructureError, agent_exit_of
+from raydist.outcomes import ANSWERED, InfrastructureError
+from raydist.tasks.swe_qa import QA_TASK
 
 JUDGE_RECORD_LIMIT = 2**20
 
@@ -27,7 +28,7 @@ def judge_record_name(unit: RunUnit) -> str:
 
 
 def run_qa(unit: RunUnit, instance, settings, endpoint, prepared, traj_path: Path, *, image, install_view,
-           agent_columns) -> dict:
+           agent_columns, agent_exit) -> dict:
     """The row fields of question unit ``unit`` (``raydist.cluster.unit.execute_unit`` calls it
     for an instance with ``extra["task"] == "qa"`` and adds the key fields, times and errors).
 
@@ -77,10 +78,7 @@ def run_qa(unit: RunUnit, instance, settings, endpoint, prepared, traj_path: Pat
                                 trajectory_path=traj_path, task="qa")
     out = agent_columns(outcome, view)
     out["agent_seconds"] = round(time.time() - t0, 3)
-    agent_exit = agent_exit_of(outcome.exit_status, cost=outcome.cost, cost_limit=float(agent.cost_limit))
-    if agent_exit is None:
-        cause = "model_unreachable" if outcome.exit_status == "ModelUnreachable" else "agent_exit"
-        raise InfrastructureError(outcome.error or f"the agent ended with {outcome.exit_status!r}", cause=cause)
+    exit_kind = agent_exit(outcome, settings)
     # The answer as the original repository names things: a view name in it would be an
     # unknown word to the judge and the reference.
     answer = view.translator.to_original(outcome.submission).strip()
@@ -92,12 +90,12 @@ def run_qa(unit: RunUnit, instance, settings, endpoint, prepared, traj_path: Pat
     record = verdict.record(judge_model=judge.model, question=instance.problem_statement, reference=reference,
                             candidate=answer)
     out.update(
-        agent_exit=agent_exit, outcome=ANSWERED, resolved=False, task="qa", answer=answer,
+        agent_exit=exit_kind, outcome=ANSWERED, resolved=False, task=QA_TASK, answer=answer,
         qa_score=verdict.score, qa_scores=json.dumps(verdict.scores, sort_keys=True), judge_model=judge.model,
         grading_seconds=round(time.time() - t1, 3), grading_channel="judge",
         files={f"{GRADING}/{judge_record_name(unit)}": bounded(json.dumps(record, indent=1, ensure_ascii=False),
                                                                JUDGE_RECORD_LIMIT)},
     )
-    if agent_exit == "model_error":
+    if exit_kind == "model_error":
         out["error"] = outcome.error
     return out

@@ -130,7 +130,7 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared, tr
         from raydist.cluster.qa_unit import run_qa
 
         return run_qa(unit, instance, settings, endpoint, prepared, traj_path, image=(client, tag, repo),
-                      install_view=_install_view, agent_columns=agent_columns)
+                      install_view=_install_view, agent_columns=agent_columns, agent_exit=agent_exit_or_raise)
     view = build_view(instance, repo, unit.level, unit.seed, settings.view_options, prepared)
     limits = settings.limits or Limits()
 
@@ -144,12 +144,7 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared, tr
         changes = _read_changes(box, initial, repo)
     out = agent_columns(outcome, view)
     out["agent_seconds"] = round(time.time() - t0, 3)
-    agent_exit = agent_exit_of(outcome.exit_status, cost=outcome.cost,
-                               cost_limit=float(settings.agent_settings.cost_limit))
-    if agent_exit is None:
-        # ModelUnreachable (or any end that is not the agent's own): the machine failed the run.
-        cause = "model_unreachable" if outcome.exit_status == "ModelUnreachable" else "agent_exit"
-        raise InfrastructureError(outcome.error or f"the agent ended with {outcome.exit_status!r}", cause=cause)
+    agent_exit = agent_exit_or_raise(outcome, settings)
     out["agent_exit"] = agent_exit
     if agent_exit == "model_error":
         out.update(outcome=UNRESOLVED, error=outcome.error)
@@ -205,6 +200,18 @@ def agent_columns(outcome, view) -> dict:
     out["view_meta"] = json.dumps({**view.meta, "audit": exposure.pop("audit")}, default=str, sort_keys=True)
     out.update(exposure)
     return out
+
+
+def agent_exit_or_raise(outcome, settings: UnitSettings) -> str:
+    """``agent_exit`` of a finished agent run (``raydist.outcomes.agent_exit_of``). Raises
+    ``InfrastructureError`` for a run that did not end on its own (ModelUnreachable, or any end
+    that is not the agent's): the machine failed it, not the model."""
+    agent_exit = agent_exit_of(outcome.exit_status, cost=outcome.cost,
+                               cost_limit=float(settings.agent_settings.cost_limit))
+    if agent_exit is None:
+        cause = "model_unreachable" if outcome.exit_status == "ModelUnreachable" else "agent_exit"
+        raise InfrastructureError(outcome.error or f"the agent ended with {outcome.exit_status!r}", cause=cause)
+    return agent_exit
 
 
 def _instance_image(instance, settings: UnitSettings):

@@ -86,7 +86,8 @@ def endpoint_of(settings):
     """The model's ``ModelEndpoint`` for the probe's duration: a ``local_models`` entry with a
     server command is started under Ray (``raydist.cluster.serving.serve_model``), any other
     model is reached as it is. Raises RecallError for an unknown model name."""
-    from raydist.cluster.serving import serve_model
+    from raydist.cluster.runner import RayOptions
+    from raydist.cluster.serving import serve_for_command
     from raydist.models.endpoint import UnknownModel, check_model_name
 
     entry = settings.local_models.get(settings.model)
@@ -95,11 +96,7 @@ def endpoint_of(settings):
             check_model_name(settings.model)
         except UnknownModel as exc:
             raise RecallError(f"model={settings.model}: {exc}") from None
-    elif entry.get("command"):
-        from raydist.cluster.runner import RayOptions, init_ray
-
-        init_ray(RayOptions(**vars(settings.cluster)))
-    with serve_model(settings.model, entry) as endpoint:
+    with serve_for_command(settings.model, entry, RayOptions(**vars(settings.cluster))) as endpoint:
         yield endpoint
 
 
