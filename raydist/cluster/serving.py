@@ -52,8 +52,9 @@ def serve_model(model: str, model_cfg: dict | None) -> Iterator:
     from raydist.models.pricing import register_local_model
 
     replicas = replica_count(model, model_cfg)
-    check_placeable(model, model_cfg)
+    # The entry's own settings are checked before the cluster is asked anything about it.
     command, arguments = server_command(model_cfg), server_arguments(model, model_cfg)
+    check_placeable(model, model_cfg)
     base = f"raydist-model-server-{uuid.uuid4().hex[:12]}"  # unique: several launches may share a cluster
     names = [base] if replicas == 1 else [f"{base}-r{i}" for i in range(replicas)]
     namespace = ray.get_runtime_context().namespace
