@@ -19,11 +19,11 @@ from types import SimpleNamespace
 import libcst
 
 from raydist.tasks import load_instances
-from raydist.views.l4.prepare import rewrite_targets
 from raydist.views import Prepared, RepoFiles, ViewOptions, build_view
 from raydist.views.l2.namespace import namespace_mapping, repository_identity
-from raydist.views.l4.rewrite import rewrite_function_source
 from raydist.views.l2.translator import NamespaceTranslator
+from raydist.views.l4.prepare import rewrite_targets
+from raydist.views.l4.rewrite import rewrite_function_source
 
 BUILTIN = Path(__file__).resolve().parents[1] / "raydist" / "tasks" / "builtin" / "instances.jsonl"
 CACHE = Path.home() / ".cache" / "raydist"

@@ -15,16 +15,16 @@ import os
 import sys
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 import ray
 from ray.cluster_utils import Cluster
 
-from raydist.cluster.plan import build_plan
-from raydist.cluster.runner import ClusterTooSmall, RayOptions, init_ray, run_units
 from raydist.agents.outcome import save_trajectory
 from raydist.cluster.outputs import grading_log, grading_log_name, trajectory_name
+from raydist.cluster.plan import build_plan
+from raydist.cluster.runner import ClusterTooSmall, RayOptions, init_ray, run_units
 from raydist.cluster.unit import UnitSettings, execute_unit
 from raydist.outcomes import RetryPolicy
 from raydist.results import ResultStore
@@ -52,7 +52,7 @@ def sleeping_unit(unit, instance, settings, endpoint, prepared) -> dict:  # noqa
     return {"key": unit.key, "instance_id": unit.instance_id, "model": unit.model, "agent": unit.agent,
             "level": unit.level, "seed": unit.seed, "config_hash": unit.config_hash, "resolved": False,
             "outcome": "unresolved", "agent_exit": "submitted", "wall_seconds": PAUSE_S,
-            "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+            "finished_at": datetime.now(UTC).isoformat(timespec="seconds")}
 
 
 def plan(seeds: int):

@@ -11,9 +11,9 @@ from raydist.grading import apply_patch, grade, is_resolved, parse_test_log
 from raydist.grading.infra import infra_changes
 from raydist.grading.junit import check_report, is_pytest_command, junit_key, parse_junit
 from raydist.grading.test_files import restore_command, touched_files
-from raydist.views import RepoFiles, recover_patch
 from raydist.sandbox import Sandbox, base_image_tag, ensure_instance_image
 from raydist.tasks import load_instances
+from raydist.views import RepoFiles, recover_patch
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"{DATA} (shared reference data) is absent")

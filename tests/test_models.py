@@ -4,7 +4,6 @@ plain Python, no server."""
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import pytest

@@ -26,6 +26,7 @@ from raydist.models.server import ModelServer  # noqa: E402
 from raydist.sandbox import Limits, Sandbox, base_image_tag  # noqa: E402
 from raydist.views.base import View  # noqa: E402
 
+# isort: split
 import litellm  # noqa: E402  (after raydist.models, which keeps litellm offline)
 
 pytestmark = [pytest.mark.llm, pytest.mark.ray]

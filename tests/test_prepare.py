@@ -9,13 +9,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from raydist.cluster.prepare import PrepCache, PrepTask, prepared_for, preparation_tasks, task_key
-from raydist.cluster.rewrites import docker_gate, prepare_rewrites
-from raydist.views.l4.prepare import GateVerdict, changed_line_ranges, rewrite_targets
 from raydist.cluster.plan import RunUnit
+from raydist.cluster.prepare import PrepCache, PrepTask, preparation_tasks, prepared_for, task_key
+from raydist.cluster.rewrites import docker_gate, prepare_rewrites
 from raydist.sandbox import ensure_instance_image
 from raydist.tasks import load_instances
 from raydist.views import MissingPreparation, Prepared, RepoFiles, ViewOptions, build_view
+from raydist.views.l4.prepare import GateVerdict, changed_line_ranges, rewrite_targets
 from raydist.views.l4.rewrite import same_interface
 from raydist.views.recover import apply_patch_to_texts
 

@@ -4,7 +4,15 @@ from pathlib import Path
 
 import pytest
 
-from raydist.problems import Problem, SkippedArgument, abstract_type, infer_parameter_types, infer_types, load_humaneval, load_mbpp
+from raydist.problems import (
+    Problem,
+    SkippedArgument,
+    abstract_type,
+    infer_parameter_types,
+    infer_types,
+    load_humaneval,
+    load_mbpp,
+)
 
 MBPP = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "mbpp" / "sanitized-mbpp.json"
 MISSING_MBPP = f"MBPP-sanitized not found at {MBPP} (shared reference data)"

@@ -10,8 +10,16 @@ import pytest
 
 from raydist.analysis.questions import question_table, split_questions
 from raydist.outcomes import INFRASTRUCTURE_ERROR, classify_exception
-from raydist.qa.judge import (DIMENSIONS, EMPTY_ANSWER, JUDGE_GRAMMAR, JudgeUnparseable, average_score, judge_answer,
-                              load_judge_prompt, parse_scores)
+from raydist.qa.judge import (
+    DIMENSIONS,
+    EMPTY_ANSWER,
+    JUDGE_GRAMMAR,
+    JudgeUnparseable,
+    average_score,
+    judge_answer,
+    load_judge_prompt,
+    parse_scores,
+)
 from raydist.results.schema import RUNS_SCHEMA
 from raydist.tasks.schema import MalformedInstance
 from raydist.tasks.swe_qa import citations, is_qa, load_swe_qa, release_match

@@ -11,8 +11,8 @@ import subprocess
 
 import pytest
 
-from raydist.reporting import repository_sections, write_report
 from raydist.cli import main as raydist_main
+from raydist.reporting import repository_sections, write_report
 from tests.test_analysis_repositories import U, unit, write_run
 
 # Four instances. L0: i1, i2, i3 resolved, i4 not; L2: only i3 resolved. Each L2 unit takes

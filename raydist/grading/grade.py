@@ -27,11 +27,19 @@ import docker
 from raydist.grading.apply import ApplyResult, apply_patch
 from raydist.grading.guard import check_guard, guard_statuses, parse_guard
 from raydist.grading.infra import infra_changes, infra_kind, packaging_changes
-from raydist.grading.junit import (check_report, guard_record_path, is_pytest_command, junit_key, parse_junit,
-                                   report_path, run_script, setup_script)
-from raydist.outcomes import InfrastructureError
+from raydist.grading.junit import (
+    check_report,
+    guard_record_path,
+    is_pytest_command,
+    junit_key,
+    parse_junit,
+    report_path,
+    run_script,
+    setup_script,
+)
 from raydist.grading.outcomes import MISSING, is_resolved, parse_test_log, statuses_of
 from raydist.grading.test_files import restore_command, touched_files
+from raydist.outcomes import InfrastructureError
 from raydist.sandbox import Limits, Sandbox
 
 RESTORE_TIMEOUT = 120.0

@@ -192,7 +192,7 @@ class ProgramRunner:
             slot.sandbox.remove()
         self._slots = []
 
-    def __enter__(self) -> "ProgramRunner":
+    def __enter__(self) -> ProgramRunner:
         return self
 
     def __exit__(self, *exc_info) -> None:

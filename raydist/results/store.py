@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import fcntl
 import os
+from collections.abc import Iterable, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable, Mapping
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -25,7 +25,6 @@ from raydist._util.files import atomic_write_parquet, atomic_write_text, tempora
 from raydist.outcomes import OUTCOMES, retryable
 from raydist.results.export import PREDS_DIR, write_predictions
 from raydist.results.schema import RUNS_SCHEMA, STEPS_SCHEMA, conform_table, normalise_row, step_rows, table_from_rows
-
 
 #: Rows ``ResultStore.compile`` holds as one-row tables before combining them (see ``_row_tables``).
 COMBINE_ROWS = 256

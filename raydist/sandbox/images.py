@@ -23,8 +23,7 @@ from docker.errors import ImageNotFound
 
 from raydist.sandbox import build_steps
 from raydist.sandbox.container import Limits, Sandbox
-from raydist.sandbox.sources import (SourceError, build_requires, build_wheelhouse,
-                                     fetch_sdist, file_lock, unpack_sdist)
+from raydist.sandbox.sources import SourceError, build_requires, build_wheelhouse, fetch_sdist, file_lock, unpack_sdist
 
 INSTANCE_REPOSITORY = "raydist/instance"
 # Inside the package, so an installed raydist names the same tag as a source checkout.

@@ -115,7 +115,7 @@ def external_attributes(stdlib_modules: Iterable[str]) -> frozenset[str]:
     """Attribute names of builtin types and of the given standard-library modules and their classes."""
     names: set[str] = set()
     objects = [obj for obj in vars(builtins).values() if inspect.isclass(obj)]
-    objects += [type(lambda: 0), type(len), type((i for i in ())), type(sys), type(sys.exc_info)]
+    objects += [type(lambda: 0), type(len), type(i for i in ()), type(sys), type(sys.exc_info)]
     for module_name in sorted(set(stdlib_modules)):
         if module_name.split(".")[0] in _NO_IMPORT:
             continue

@@ -25,7 +25,7 @@ from types import MappingProxyType
 
 import libcst as cst
 
-from raydist.views.base import Prepared, FileRenderer, RepoFiles, View, ViewOptions
+from raydist.views.base import FileRenderer, Prepared, RepoFiles, View, ViewOptions
 from raydist.views.l3.deps import (
     Definition,
     call_closure,
@@ -34,7 +34,14 @@ from raydist.views.l3.deps import (
     module_call_reads,
     run_edges,
 )
-from raydist.views.l3.pins import chain_edges, class_bindings, groups, module_pinning, namespace_metaclass, pytest_collected
+from raydist.views.l3.pins import (
+    chain_edges,
+    class_bindings,
+    groups,
+    module_pinning,
+    namespace_metaclass,
+    pytest_collected,
+)
 from raydist.views.l3.sample import sample_linear_extension
 from raydist.views.recover import patched_paths
 
