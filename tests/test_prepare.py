@@ -52,7 +52,8 @@ def test_task_key_changes_with_seed_options_and_model_only_where_they_matter(tmp
     assert base != task_key(PrepTask("x", 0, "L1"), HUMANIZE, ViewOptions(l1_attempts=1), "model-a")
     # L4 without LLM attempts does not depend on the view model.
     no_llm = ViewOptions(l4_llm_attempts=0)
-    assert task_key(PrepTask("x", 0, "L4"), HUMANIZE, no_llm, "a") == task_key(PrepTask("x", 0, "L4"), HUMANIZE, no_llm, "b")
+    assert task_key(PrepTask("x", 0, "L4"), HUMANIZE, no_llm, "a") == task_key(PrepTask("x", 0, "L4"), HUMANIZE,
+                                                                                no_llm, "b")
     # The prompt files are part of the key.
     prompts = tmp_path / "prompts"
     prompts.mkdir()

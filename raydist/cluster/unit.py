@@ -374,7 +374,7 @@ def _ignored(paths: list[str], root: Path) -> list[str]:
         (Path(scratch) / ".git" / "info" / "exclude").write_text("\n".join(IGNORED) + "\n")
         done = subprocess.run(["git", "-C", scratch, "check-ignore", "--no-index", "-z", "--stdin"],
                               input=b"\0".join(p.encode("utf-8", "surrogateescape") for p in paths) + b"\0",
-                              capture_output=True)
+                              capture_output=True, check=False)
     return [p.decode("utf-8", "surrogateescape") for p in done.stdout.split(b"\0") if p]
 
 

@@ -189,7 +189,8 @@ def _plan(cfg: DictConfig, run_dir: Path) -> Job:
     return Job(units=units, instances={i.instance_id: i for i in instances}, settings=settings,
                ray=_ray_options(cfg), agent=agent, model=ServedModel(model, local if kind == "llm" else None),
                view_model=view_model, run_dir=run_dir, retry_errors=bool(cfg.resume.retry_errors), title=title,
-               gate=gate, judge=None if judge is None else judge[0], keys_unknown="; ".join(dict.fromkeys(unknown or [])),
+               gate=gate, judge=None if judge is None else judge[0],
+               keys_unknown="; ".join(dict.fromkeys(unknown or [])),
                budget=Budget(**_container(cfg.budget)),
                storage=None if cfg.get("storage") is None else str(cfg.storage), output_root=Path(cfg.output_root))
 

@@ -9,7 +9,8 @@ pytest's junit XML through a channel the tests cannot forge by printing
 a guard plugin that catches in-process rewriting of pytest's reporting
 (:mod:`raydist.grading.guard`); a test command that is not one
 plain pytest call is graded from its log with the log parser swebench uses for the
-instance's repository (``raydist.grading.outcomes.log_parser_for``; ``grading_channel="log"``). The instance is resolved iff every FAIL_TO_PASS and every
+instance's repository (``raydist.grading.outcomes.log_parser_for``;
+``grading_channel="log"``). The instance is resolved iff every FAIL_TO_PASS and every
 PASS_TO_PASS test passes (swebench.harness.grading: ``get_eval_tests_report`` /
 ``get_resolution_status``); an id the run did not report is ``MISSING`` and never passes.
 """

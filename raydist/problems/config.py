@@ -20,8 +20,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-__all__ = ["Analysis", "BudgetSection", "Evaluation", "Execution", "Generation", "ProblemsSettings", "Requests", "SettingError",
-           "register", "settings_from"]
+__all__ = ["Analysis", "BudgetSection", "Evaluation", "Execution", "Generation", "ProblemsSettings", "Requests",
+           "SettingError", "register", "settings_from"]
 
 PIPELINES = ("full", "generate", "evaluate")
 BASELINES = ("char_noise", "token_noise", "demo_deletion", "doc_to_comments", "variable_rename", "function_rename")

@@ -216,7 +216,8 @@ def _case_studies(table) -> list[Section]:
         blocks = tuple((f"{u['level']} seed {u['seed']}: final patch (original coordinates)",
                         u["model_patch"] or "(empty patch)") for u in case["units"])
         sections.append(Section(
-            id=f"case-study-{len(sections) + 1}", title=f"Case study (Figure 4): {case['instance_id']}, {model} / {agent}",
+            id=f"case-study-{len(sections) + 1}",
+            title=f"Case study (Figure 4): {case['instance_id']}, {model} / {agent}",
             text=(f"Chosen because: {case['reason']}.",),
             columns=("level", "seed", "resolved", "steps", *ACTION_CATEGORIES), rows=rows, blocks=blocks))
     if skipped and sections:

@@ -245,8 +245,8 @@ class Sandbox:
         (TERM, then KILL after ``KILL_GRACE`` s); background processes the command started do
         not outlive it. On the host a guard waits at most
         ``timeout + KILL_GRACE + HOST_SLACK`` s, then kills every process in the container but
-        its init and keep-alive process, so a hung exec never blocks the caller. ``timed_out`` is True when the exit code
-        is 124/137 and the time limit was reached (an OOM kill also exits 137, but early).
+        its init and keep-alive process, so a hung exec never blocks the caller. ``timed_out`` is
+        True when the exit code is 124/137 and the time limit was reached (an OOM kill also exits 137, but early).
         """
         if timeout <= 0:
             raise ValueError(f"exec timeout must be positive seconds, got {timeout!r}")

@@ -98,7 +98,8 @@ def _mapping(plan: NamePlan, identity: str, seed: int, identity_set: IdentitySet
     return with_case_variants(build_mapping(plan.names, plan.tokens, identity, seed), plan.keep, identity_set)
 
 
-def namespace_level(view: View, instance: object, repo: RepoFiles, seed: int, options: ViewOptions, prepared: Prepared) -> View:
+def namespace_level(view: View, instance: object, repo: RepoFiles, seed: int, options: ViewOptions,
+                    prepared: Prepared) -> View:
     """Apply L2 to ``view``: translate the statement, install the translator (§III-C, §III-F).
 
     Records in ``meta``: ``l2_names`` (remapped identifiers, case variants included),
