@@ -125,7 +125,8 @@ def overhead(args) -> list[str]:
              "| path | wall s | units/s | overhead ms/unit |", "|---|---:|---:|---:|"]
     lines += [f"| {k} | {w:.2f} | {n / w:.1f} | {per_unit[k]:.1f} |" for k, w in walls.items()]
     extra = per_unit["Ray run_units"] - per_unit["thread pool"]
-    lines += ["", f"Ray - thread pool: {extra:+.1f} ms per unit (goal <= 50): {'met' if extra <= 50 else 'NOT met'}", ""]
+    lines += ["", f"Ray - thread pool: {extra:+.1f} ms per unit (goal <= 50): {'met' if extra <= 50 else 'NOT met'}",
+              ""]
     return lines
 
 
@@ -229,7 +230,8 @@ def driver(args) -> list[str]:
                      f"| {1000 * r['run_s'] / n:.2f} | {r['resume_s']:.1f} | {1000 * r['resume_s'] / n:.2f} "
                      f"| {r['plan_mib']:.0f} | {r['run_mib']:.0f} | {r['resume_mib']:.0f} "
                      f"| {r['run_status']}/{r['resume_status']} |")
-    lines += ["", "| units | plan per-unit ratio | run per-unit ratio | resume per-unit ratio |", "|---:|---:|---:|---:|"]
+    lines += ["", "| units | plan per-unit ratio | run per-unit ratio | resume per-unit ratio |",
+              "|---:|---:|---:|---:|"]
     for n, r in results.items():
         b = results[base]
         lines.append(" | ".join([f"| {n}"] + [f"{(r[k] / n) / (b[k] / base):.2f}" for k in ("plan_s", "run_s",

@@ -19,11 +19,11 @@ from types import SimpleNamespace
 import libcst
 
 from raydist.tasks import load_instances
-from raydist.views.l4.prepare import rewrite_targets
 from raydist.views import Prepared, RepoFiles, ViewOptions, build_view
 from raydist.views.l2.namespace import namespace_mapping, repository_identity
-from raydist.views.l4.rewrite import rewrite_function_source
 from raydist.views.l2.translator import NamespaceTranslator
+from raydist.views.l4.prepare import rewrite_targets
+from raydist.views.l4.rewrite import rewrite_function_source
 
 BUILTIN = Path(__file__).resolve().parents[1] / "raydist" / "tasks" / "builtin" / "instances.jsonl"
 CACHE = Path.home() / ".cache" / "raydist"
@@ -211,7 +211,8 @@ def print_builds(instance, root: Path, seed: int, repeat: int) -> None:
             ("namespace_mapping alone", median_seconds(lambda: namespace_mapping(repo, identity, seed), repeat))]
     for label, level, options in (("L0", "L0", None), ("L2", "L2", None), ("L3, gold-patch files", "L3", None),
                                   ("L3, every .py file", "L3", every)):
-        rows.append((label, median_seconds(lambda: build_view(instance, repo, level, seed, options), repeat)))
+        rows.append((label, median_seconds(
+            lambda level=level, options=options: build_view(instance, repo, level, seed, options), repeat)))
     rows.append(l4_row(instance, repo, seed, repeat))
     rows.append(full_row(instance, repo, seed, repeat))
     print(f"\nview build of {instance.instance_id}")

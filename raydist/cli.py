@@ -142,7 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="Print the config a run with these overrides would use, resolved (Hydra's --cfg job --resolve), "
              "as YAML.",
         description="Print the config a run with these overrides would use (Hydra's --cfg job --resolve), as "
-                    "YAML, with every interpolation (${data_root}, ${oc.env:...}) filled in.", epilog=_RUN_EPILOG.format(groups=_groups_text()))
+                    "YAML, with every interpolation (${data_root}, ${oc.env:...}) filled in.",
+        epilog=_RUN_EPILOG.format(groups=_groups_text()))
     show.add_argument("--problems", action="store_true", help="the problems job's config instead of the main job's")
 
     report = sub.add_parser(
@@ -208,8 +209,8 @@ def command(argv: Sequence[str]) -> tuple[list[str] | None, argparse.Namespace]:
     ``problems``, ``probe``, ``plan`` (``dry_run=true`` first) and ``config show`` (``--cfg job --resolve``
     first, a ``--resolve`` of the user's dropped);
     None for ``report``, ``export`` and ``tasks``, which run in this process. Raises ``SystemExit(2)``
-    (argparse's usage error) for an unknown command or an extra argument to ``report`` or ``export``, and ``SystemExit(0)``
-    after printing ``--help``."""
+    (argparse's usage error) for an unknown command or an extra argument to ``report`` or ``export``, and
+    ``SystemExit(0)`` after printing ``--help``."""
     parser = build_parser()
     args, extra = parser.parse_known_args(list(argv))
     if args.command in ("report", "export", "tasks"):

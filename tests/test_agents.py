@@ -24,8 +24,9 @@ from raydist.views.base import IDENTITY, View
 from raydist.views.l2.namespace import namespace_level  # noqa: F401  (registers L2)
 
 #: What `cat toolz/itertoolz.py` names, untranslated and cut to the observation limit.
-RAW_CAT = {"concatv", "cons", "groupby", "interleave", "interpose", "isdistinct", "isiterable", "mapcat", "merge_sorted",
-           "partition_all", "peekn", "pluck", "random_sample", "reduceby", "sliding_window", "take_nth", "toolz", "topk"}
+RAW_CAT = {"concatv", "cons", "groupby", "interleave", "interpose", "isdistinct", "isiterable", "mapcat",
+           "merge_sorted", "partition_all", "peekn", "pluck", "random_sample", "reduceby", "sliding_window",
+           "take_nth", "toolz", "topk"}
 CACHE = Path(os.environ.get("RAYDIST_CACHE_DIR", Path.home() / ".cache" / "raydist"))
 
 ORIGINAL = {
@@ -159,7 +160,8 @@ def test_saved_trajectory_redacts_env_keys_and_the_local_placeholder(tmp_path, m
 
 def test_write_file_commands_quote_paths_and_delete():
     assert write_file_commands("a b.py", None) == ["rm -f -- 'a b.py'"]
-    assert write_file_commands("x.py", "hi") == ['mkdir -p -- "$(dirname -- x.py)" && printf %s aGk= | base64 -d > x.py']
+    assert write_file_commands("x.py", "hi") == [
+        'mkdir -p -- "$(dirname -- x.py)" && printf %s aGk= | base64 -d > x.py']
 
 
 # --- real containers ----------------------------------------------------------------------
@@ -230,7 +232,8 @@ def test_oracle_writes_the_gold_patch_as_the_view_shows_it(box, tmp_path):
     }
     saved = json.loads((tmp_path / "oracle.traj.json").read_text())
     assert saved["trajectory_format"] == "mini-swe-agent-1.1" and saved["info"]["exit_status"] == "Submitted"
-    assert [m["role"] for m in saved["messages"]] == ["system", "user"] + ["assistant", "user"] * 3 + ["assistant", "exit"]
+    assert [m["role"] for m in saved["messages"]] == (
+        ["system", "user"] + ["assistant", "user"] * 3 + ["assistant", "exit"])
 
 
 @pytest.mark.docker

@@ -223,7 +223,8 @@ def test_every_mbpp_prompt_gets_a_variant_in_its_own_layout_or_not_applicable(na
         new_instruction, new_header = variant.rstrip("\n").rsplit("\n\n", 1)
         assert variant != problem.prompt and variant.endswith(":\n")
         if name in RENAMING:  # only the header (and the instruction's mention of the name) changes
-            assert ast.parse(new_header + "\n    pass\n").body[0].name != problem.entry_point or name != "function_rename"
+            assert (ast.parse(new_header + "\n    pass\n").body[0].name != problem.entry_point
+                    or name != "function_rename")
         else:
             assert new_header == header and new_instruction != instruction
     # Word- and character-level noise finds prose in every instruction; MBPP instructions carry

@@ -131,7 +131,8 @@ def test_config_show_of_the_problems_job(tmp_path):
 @pytest.mark.slow
 def test_hydra_error_status_passes_through(tmp_path):
     direct = subprocess.run([PY, "-m", "raydist.launch", "benchmark=no_such_benchmark", "--cfg", "job"], cwd=tmp_path,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300, check=False)
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300,
+                            check=False)
     out = _cli("config", "show", "benchmark=no_such_benchmark", cwd=tmp_path)
     # A group option that does not exist is a configuration error, named with the options there.
     assert (direct.returncode, out.returncode) == (2, 2)

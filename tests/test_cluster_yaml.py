@@ -130,7 +130,8 @@ def test_ray_start_rejects_an_unknown_role():
 
 
 def test_setup_rejects_an_unknown_mode_before_doing_anything():
-    result = subprocess.run(["bash", str(REPO / "launch/setup.sh"), "deploy"], capture_output=True, text=True, check=False)
+    result = subprocess.run(["bash", str(REPO / "launch/setup.sh"), "deploy"], capture_output=True, text=True,
+                            check=False)
     assert result.returncode == 1
     assert result.stderr.endswith("setup.sh: error: unknown mode 'deploy': give one of setup, run, test\n")
     assert result.stdout == ""

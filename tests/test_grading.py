@@ -11,9 +11,9 @@ from raydist.grading import apply_patch, grade, is_resolved, parse_test_log
 from raydist.grading.infra import infra_changes
 from raydist.grading.junit import check_report, is_pytest_command, junit_key, parse_junit
 from raydist.grading.test_files import restore_command, touched_files
-from raydist.views import RepoFiles, recover_patch
 from raydist.sandbox import Sandbox, base_image_tag, ensure_instance_image
 from raydist.tasks import load_instances
+from raydist.views import RepoFiles, recover_patch
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"{DATA} (shared reference data) is absent")
@@ -176,7 +176,8 @@ def test_junit_statuses_and_their_consistency_with_the_exit_status():
     report = parse_junit(XML)
     assert report.statuses == {"t::test_a": "PASSED", "t::test_b": "FAILED", "t::test_c": "XFAIL"}
     assert check_report(report, 1, ["t.py::test_a"]) is None
-    assert check_report(report, 0, ["t.py::test_a"]) == "pytest exit status 0 disagrees with its junit report (1 failed)"
+    assert check_report(report, 0, ["t.py::test_a"]) == (
+        "pytest exit status 0 disagrees with its junit report (1 failed)")
     assert check_report(report, 2, []) == "pytest exit status 2 disagrees with its junit report (1 failed)"
 
 
@@ -189,7 +190,8 @@ def test_a_second_document_or_a_forged_counter_is_rejected():
 
 
 def test_a_wanted_id_reported_twice_is_rejected():
-    twice = XML.replace(b'tests="3"', b'tests="4"').replace(b"</testsuite>", b'<testcase classname="t" name="test_a"/></testsuite>')
+    twice = XML.replace(b'tests="3"', b'tests="4"').replace(
+        b"</testsuite>", b'<testcase classname="t" name="test_a"/></testsuite>')
     assert check_report(parse_junit(twice), 1, ["t.py::test_a"]) == "tests reported more than once: t.py::test_a"
 
 
@@ -281,7 +283,8 @@ def test_a_conftest_that_forges_results_is_put_back_and_named(client, wcwidth, f
 def test_gold_patch_resolves_through_the_junit_channel(client, wcwidth):
     instance, image, _ = wcwidth
     result = grade(client, instance, image.tag, instance.patch, timeout=120)
-    assert (result.resolved, result.error, result.grading_channel, result.apply_method) == (True, None, "junit", "git-apply")
+    assert (result.resolved, result.error, result.grading_channel, result.apply_method) == (
+        True, None, "junit", "git-apply")
     assert (result.missing, result.error_cause, result.test_infra_changed) == (0, None, ())
     assert result.tests["tests/test_core.py::test_delete_is_a_control_character"] == "PASSED"
     assert len(result.tests) == 18

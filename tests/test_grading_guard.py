@@ -14,7 +14,8 @@ from raydist.grading.guard import GuardRecord, check_guard, guard_module, guard_
 from raydist.grading.infra import infra_changes, infra_kind, is_packaging, packaging_changes
 from raydist.grading.junit import parse_junit
 
-TESTS = ("import pytest\nimport pkg\n\ndef test_ok():\n    assert pkg.X == 1\n\ndef test_bad():\n    assert pkg.X == 2\n\n"
+TESTS = ("import pytest\nimport pkg\n\ndef test_ok():\n    assert pkg.X == 1\n\n"
+         "def test_bad():\n    assert pkg.X == 2\n\n"
          "@pytest.mark.xfail\ndef test_xf():\n    assert 0\n\ndef test_skip():\n    pytest.skip('no')\n\n"
          "@pytest.mark.parametrize('v', ['a/b', 'c d'])\ndef test_p(v):\n    pass\n\n"
          "import unittest\n\nclass T(unittest.TestCase):\n    def test_u_ok(self):\n        pass\n\n"
@@ -42,7 +43,8 @@ ATTACKS = {
         "    rep.outcome = 'passed'; rep.longrepr = None\n"
         "    if log:\n        item.ihook.pytest_runtest_logreport(report=rep)\n    return rep\n"
         "_run.call_and_report = _fake\n"),
-    "junit_writer_method": "import _pytest.junitxml as _j\n_j._NodeReporter.append_failure = lambda self, report: None\n",
+    "junit_writer_method": (
+        "import _pytest.junitxml as _j\n_j._NodeReporter.append_failure = lambda self, report: None\n"),
     "registered_hookwrapper": (
         "import gc, pytest\nfrom _pytest.config import Config\n\nclass _F:\n"
         "    @pytest.hookimpl(hookwrapper=True)\n    def pytest_runtest_makereport(self, item, call):\n"
@@ -62,7 +64,8 @@ def run_guarded(tmp_path: Path, package: str, files: dict[str, str] | None = Non
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")} | {"PYTHONPATH": str(guard)}
     args = [arg for p in ("no:cacheprovider", *plugins, guard_module("t")) for arg in ("-p", p)]
     subprocess.run([sys.executable, "-m", "pytest", "-q", *args, f"--junitxml={tmp_path / 'r.xml'}",
-                    "-o", "junit_family=xunit2", "tests"], cwd=repo, env=env, capture_output=True, timeout=120)
+                    "-o", "junit_family=xunit2", "tests"], cwd=repo, env=env, capture_output=True, timeout=120,
+                   check=False)
     return (tmp_path / "r.xml").read_bytes(), (tmp_path / "record.json").read_bytes()
 
 
@@ -83,14 +86,16 @@ def test_package_code_that_rewrites_pytests_reporting_is_caught(tmp_path, attack
     first = {
         "report_classmethod": f"collection: _pytest.reports.TestReport.from_item_and_call replaced by code of {source}",
         "runner_function": f"collection: _pytest.runner.call_and_report replaced by code of {source}",
-        "junit_writer_method": f"collection: _pytest.junitxml._NodeReporter.append_failure replaced by code of {source}",
+        "junit_writer_method": (
+            f"collection: _pytest.junitxml._NodeReporter.append_failure replaced by code of {source}"),
     }
     if attack == "registered_hookwrapper":
         assert record.tampered[0].startswith("a pytest plugin (<pkg._F object at 0x")
         assert record.tampered[0].endswith(f") was registered by {source}:12")
     else:
         assert record.tampered[0] == first[attack]
-    assert check_guard(report.statuses, record).startswith("pytest's reporting was tampered with: " + record.tampered[0])
+    assert check_guard(report.statuses, record).startswith(
+        "pytest's reporting was tampered with: " + record.tampered[0])
 
 
 def test_package_code_a_conftest_imports_is_caught_before_configure_ends(tmp_path):
@@ -102,10 +107,12 @@ def test_package_code_a_conftest_imports_is_caught_before_configure_ends(tmp_pat
 def test_a_plugin_of_the_repository_declared_by_a_test_module_is_caught(tmp_path):
     forger = ("import pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
               "    out = yield\n    out.get_result().outcome = 'passed'\n")
-    _, data = run_guarded(tmp_path, "", {"tests/forger.py": forger, "tests/test_b.py": "pytest_plugins = ['tests.forger']\n"})
+    _, data = run_guarded(tmp_path, "", {"tests/forger.py": forger,
+                                         "tests/test_b.py": "pytest_plugins = ['tests.forger']\n"})
     repo = tmp_path / "repo"
     assert parse_guard(data).tampered == (
-        f"a pytest plugin of the repository ({repo / 'tests' / 'forger.py'}) was declared by {repo / 'tests' / 'test_b.py'}",)
+        f"a pytest plugin of the repository ({repo / 'tests' / 'forger.py'}) was declared by "
+        f"{repo / 'tests' / 'test_b.py'}",)
 
 
 def test_a_wrapper_that_clears_the_exception_before_the_report_is_made_is_seen(tmp_path):
@@ -126,8 +133,8 @@ def test_an_installed_plugin_that_patches_pytest_is_not_tampering(tmp_path):
     (tmp_path / "site" / "subtests_like.py").write_text(
         "import _pytest.unittest as u\n\ndef pytest_configure(config):\n"
         "    u.TestCaseFunction.addSubTest = lambda self, *a: None\n")
-    xml, data = run_guarded(tmp_path, "", {"tests/conftest.py": f"import sys\nsys.path.insert(0, {str(tmp_path / 'site')!r})\n"
-                                                                 "pytest_plugins = ['subtests_like']\n"})
+    conftest = f"import sys\nsys.path.insert(0, {str(tmp_path / 'site')!r})\npytest_plugins = ['subtests_like']\n"
+    xml, data = run_guarded(tmp_path, "", {"tests/conftest.py": conftest})
     assert parse_guard(data).tampered == ()
     assert check_guard(parse_junit(xml).statuses, parse_guard(data)) is None
 
@@ -153,16 +160,20 @@ def test_a_missing_or_doubled_record_is_refused():
 def test_a_passed_testcase_the_guard_saw_raise_is_refused():
     record = _record(t__a={**PASSED, "call": "raised"})
     assert check_guard({"t::a": "PASSED"}, record) == (
-        "the junit report says t::a PASSED but the guard saw {'setup': 'passed', 'call': 'raised', 'teardown': 'passed'}")
+        "the junit report says t::a PASSED but the guard saw "
+        "{'setup': 'passed', 'call': 'raised', 'teardown': 'passed'}")
     assert check_guard({"t::a": "FAILED"}, record) is None
 
 
 def test_a_testcase_the_guard_never_saw_cannot_pass_or_xfail_but_may_skip_at_collection():
-    assert check_guard({"t::a": "PASSED"}, _record()) == "the junit report says t::a PASSED but the guard saw no run of it"
-    assert check_guard({"t::a": "XFAIL"}, _record()) == "the junit report says t::a XFAIL but the guard saw no run of it"
+    assert check_guard({"t::a": "PASSED"}, _record()) == (
+        "the junit report says t::a PASSED but the guard saw no run of it")
+    assert check_guard({"t::a": "XFAIL"}, _record()) == (
+        "the junit report says t::a XFAIL but the guard saw no run of it")
     assert check_guard({"t::a": "SKIPPED"}, _record()) is None
     assert check_guard({"t::a": "SKIPPED"}, _record(t__a=PASSED)) == (
-        "the junit report says t::a SKIPPED but the guard saw {'setup': 'passed', 'call': 'passed', 'teardown': 'passed'}")
+        "the junit report says t::a SKIPPED but the guard saw "
+        "{'setup': 'passed', 'call': 'passed', 'teardown': 'passed'}")
 
 
 def test_a_test_that_ran_but_is_absent_from_the_xml_is_refused():
@@ -191,5 +202,6 @@ def test_packaging_metadata_is_named_and_compared_with_the_tree_before_the_patch
         True, True, True, True, True, True, False]
     before = {"w.egg-info": "dir", "w.egg-info/PKG-INFO": "aa", "w.egg-info/entry_points.txt": "bb"}
     after = {**before, "w.egg-info/entry_points.txt": "cc", "e-1.dist-info": "dir", "e-1.dist-info/METADATA": "dd"}
-    assert packaging_changes(before, after) == ["e-1.dist-info", "e-1.dist-info/METADATA", "w.egg-info/entry_points.txt"]
+    assert packaging_changes(before, after) == ["e-1.dist-info", "e-1.dist-info/METADATA",
+                                                "w.egg-info/entry_points.txt"]
     assert packaging_changes(before, dict(before)) == []

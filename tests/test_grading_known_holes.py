@@ -49,7 +49,8 @@ def test_a_package_init_that_registers_a_forging_plugin_is_caught_by_the_guard(c
     result = grade(client, instance, image.tag, patch, timeout=120)
     assert (result.resolved, result.error_cause, result.fail_to_pass) == (False, "reporting_tampered", {F2P: "FAILED"})
     # the register call is line 11 of HOOK, which starts two lines below the original text
-    assert result.error.startswith(f"{WCWIDTH}: pytest's reporting was tampered with: a pytest plugin (<wcwidth._F object at 0x")
+    assert result.error.startswith(
+        f"{WCWIDTH}: pytest's reporting was tampered with: a pytest plugin (<wcwidth._F object at 0x")
     assert result.error.endswith(f">) was registered by /testbed/wcwidth/__init__.py:{lines + 2 + 11}")
 
 

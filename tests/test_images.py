@@ -9,8 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from raydist.sandbox import (BaseImageMissing, ImageBuildError, Sandbox,
-                             base_image_tag, ensure_base_image, ensure_instance_image)
+from raydist.sandbox import (
+    BaseImageMissing,
+    ImageBuildError,
+    Sandbox,
+    base_image_tag,
+    ensure_base_image,
+    ensure_instance_image,
+)
 from raydist.tasks import load_instances
 
 pytestmark = pytest.mark.docker

@@ -78,7 +78,8 @@ def test_gemma_verifier_answer_follows_the_grammar(complete):
     rewrite = original.replace("reports the wrong width", "gives an incorrect width").replace(
         "Terminal layouts that contain these characters drift by one cell.",
         "Because of this, terminal layouts containing these characters are off by one cell.")
-    messages = load_l1_prompts(ROOT / "raydist" / "conf" / "prompts").messages("verify", statement=original, candidate=rewrite)
+    messages = load_l1_prompts(ROOT / "raydist" / "conf" / "prompts").messages("verify", statement=original,
+                                                                               candidate=rewrite)
     started = time.monotonic()
     answer = complete(messages, seed=1, max_tokens=VERIFY_MAX_TOKENS, grammar=VERIFIER_GRAMMAR)
     print(f"\nGemma verifier, {time.monotonic() - started:.1f} s:\n{answer}")

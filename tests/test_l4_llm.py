@@ -12,6 +12,7 @@ from raydist.models import grammar_extra_body
 from raydist.views.l4.llm import REASONS, Proposal, load_l4_prompts, propose_rewrite
 from raydist.views.l4.rewrite import same_interface
 
+# isort: split
 import litellm  # noqa: E402  (after raydist.models, which keeps litellm offline)
 
 pytestmark = [pytest.mark.llm, pytest.mark.ray]

@@ -165,7 +165,7 @@ def test_overrides_that_change_nothing_computed_leave_the_directory_as_it_is():
 
 def _launch(*args: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "raydist.launch", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout, env=None if env is None else {**os.environ, **env})
+                          text=True, timeout=timeout, env=None if env is None else {**os.environ, **env}, check=False)
 
 
 def _without_model_package(tmp_path: Path) -> dict:
@@ -219,7 +219,8 @@ def test_a_dry_run_prints_the_plan_in_seconds_without_docker_or_ray(tmp_path):
     lines = res.stdout.splitlines()
     assert lines[0] == "raydist: builtin / miniswe / gemma3-270m: dry run, nothing started"
     assert lines[1] == f"run directory: {tmp_path}/builtin/miniswe/gemma3-270m/implemented__s0-1-2"
-    assert lines[2] == f"units: {n * 18} planned ({n} instances x 18 level/seed views), 0 finished before, {n * 18} to run"
+    assert lines[2] == (f"units: {n * 18} planned ({n} instances x 18 level/seed views), 0 finished before, "
+                        f"{n * 18} to run")
     assert f"validity gate: up to {2 * n * 18} oracle/null units" in res.stdout
     assert f"images: {n} instance images" in res.stdout
     assert f"view preparations: L1: {3 * n}, L4: {3 * n}" in res.stdout

@@ -28,7 +28,7 @@ def launch(out: Path, *overrides: str, timeout: float = 1500) -> subprocess.Comp
     flags = [o for o in overrides if o.startswith("--")]  # Hydra's flags come before overrides
     rest = [o for o in overrides if not o.startswith("--")]
     cmd = [sys.executable, "-m", "raydist.launch", *flags, f"output_root={out}", *rest]
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def runs(out: Path, benchmark: str, agent: str, view: str, model: str = "gemma3-270m") -> list[dict]:
@@ -68,7 +68,8 @@ def test_oracle_resolves_every_builtin_unit_and_null_resolves_none(tmp_path):
     assert {r["level"] for r in rows} == LEVELS
     assert all(r["fail_to_pass_passed"] == r["fail_to_pass_total"] for r in rows)
     # The exposure audit: views with L2 show no identity token; the others show the statement's.
-    assert [r for r in rows if "L2" in r["level"] or r["level"] == "full" if r["leak_count"] or r["unmapped_names"]] == []
+    assert [r for r in rows
+            if "L2" in r["level"] or r["level"] == "full" if r["leak_count"] or r["unmapped_names"]] == []
     assert all(r["leak_count"] > 0 for r in rows if r["level"] in ("L0", "L3", "L4"))
     assert all(r["memorised_count"] == 0 for r in rows)
     assert {r["statement_source"] for r in rows if r["level"] not in ("L1", "full")} == {"canonical"}
@@ -177,7 +178,8 @@ def test_unreachable_docker_daemon_is_named(tmp_path):
 
 
 @pytest.mark.shared_data
-@pytest.mark.skipif(not SHARED.exists(), reason="../shared/data is absent: the realfix and offline SWE-bench tasks live there")
+@pytest.mark.skipif(not SHARED.exists(),
+                    reason="../shared/data is absent: the realfix and offline SWE-bench tasks live there")
 @pytest.mark.llm
 @pytest.mark.parametrize("benchmark, n_instances", [("realfix", 6), ("swebench_offline", 3)])
 def test_reference_task_files_run_through_the_same_path(tmp_path, benchmark, n_instances):
@@ -214,7 +216,8 @@ def test_hydra_multirun_leaves_one_complete_table_per_agent_level_and_seed(tmp_p
     report = tmp_path / "builtin" / "report"
     assert res.stdout.strip().splitlines()[-1] == f"report: {report / 'report.html'}"
     with open(report / "table-i.csv", newline="") as f:
-        assert [(r["agent"], r["level"], r["finished"], r["Pass@1 %"], r["Δ Pass@1 (pp)"]) for r in csv.DictReader(f)] == [
+        assert [(r["agent"], r["level"], r["finished"], r["Pass@1 %"], r["Δ Pass@1 (pp)"])
+                for r in csv.DictReader(f)] == [
             ("null", "L0", "1", "0.0", "0.0"), ("null", "L3", "1", "0.0", "0.0"),
             ("oracle", "L0", "1", "100.0", "0.0"), ("oracle", "L3", "1", "100.0", "0.0")]
     with open(report / "significance.csv", newline="") as f:

@@ -202,7 +202,8 @@ def test_pure_modules_name_neither_ray_nor_docker():
 @pytest.mark.parametrize("module", PURE)
 def test_importing_pure_logic_loads_neither_ray_nor_docker(module):
     probe = f"import sys, {module}; print(sorted(m for m in ('ray', 'docker') if m in sys.modules))"
-    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
 

@@ -4,7 +4,6 @@ plain Python, no server."""
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -56,7 +55,8 @@ def test_local_model_needs_no_key(monkeypatch):
 def test_endpoint_request_kwargs_carry_no_key():
     endpoint = ModelEndpoint("openai/m", api_base="http://127.0.0.1:9/v1", local=True,
                              extra_body={"grammar": "g"}, completion_kwargs={"timeout": 5})
-    assert endpoint.request_kwargs() == {"timeout": 5, "api_base": "http://127.0.0.1:9/v1", "extra_body": {"grammar": "g"}}
+    assert endpoint.request_kwargs() == {"timeout": 5, "api_base": "http://127.0.0.1:9/v1",
+                                         "extra_body": {"grammar": "g"}}
     assert endpoint.secret_kwargs() == {"api_key": LOCAL_PLACEHOLDER_KEY}
     assert ModelEndpoint("openai/gpt-4o-mini").secret_kwargs() == {}
 
@@ -158,7 +158,8 @@ def test_the_shipped_server_command_runs_llama_server_and_keeps_placeholders(gem
     # two slots of 8192 tokens each: the context the agents were given with one slot before
     assert (argv[argv.index("--ctx-size") + 1], argv[argv.index("--parallel") + 1]) == ("16384", "2")
     assert server_arguments("gemma3-270m", gemma_entry) == {
-        "model_path": None, "host": "127.0.0.1", "startup_timeout": 180.0, "health_path": "/health", "liveness_path": None, "policy": {},
+        "model_path": None, "host": "127.0.0.1", "startup_timeout": 180.0, "health_path": "/health",
+        "liveness_path": None, "policy": {},
     }
 
 
@@ -179,7 +180,8 @@ def test_a_node_without_llama_server_says_how_to_build_it(tmp_path, monkeypatch)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # no cached build
     monkeypatch.setenv("PATH", str(tmp_path))  # none on PATH
     monkeypatch.delenv("RAYDIST_LLAMA_SERVER", raising=False)
-    with pytest.raises(ModelServerError, match=r"not built on this machine .*python -m raydist.models.llama_server build"):
+    with pytest.raises(ModelServerError,
+                       match=r"not built on this machine .*python -m raydist.models.llama_server build"):
         ServerProcess(["{llama_server}", "--port", "{port}"], port=8123).argv()
     monkeypatch.setenv("RAYDIST_LLAMA_SERVER", str(tmp_path / "nothing"))
     with pytest.raises(ModelServerError, match=r"RAYDIST_LLAMA_SERVER=.*nothing is not an executable file"):
@@ -200,7 +202,8 @@ def test_server_command_with_unknown_placeholder_is_refused():
 
 def test_server_that_exits_reports_its_log_tail():
     server = ServerProcess(["bash", "-c", "echo loading {host}:{port}; echo boom >&2; exit 3"], startup_timeout=30)
-    with pytest.raises(ModelServerError, match=r"(?s)exited with code 3 during startup.*loading 127\.0\.0\.1:\d+\nboom"):
+    with pytest.raises(ModelServerError,
+                       match=r"(?s)exited with code 3 during startup.*loading 127\.0\.0\.1:\d+\nboom"):
         server.start()
 
 
@@ -213,7 +216,7 @@ def test_server_not_healthy_in_time_is_killed_and_reported():
 
 def test_api_base_before_start_is_an_error():
     with pytest.raises(ModelServerError, match="call start"):
-        ServerProcess(["x"]).api_base
+        _ = ServerProcess(["x"]).api_base
 
 
 def test_a_cached_llama_server_is_not_built_again_and_a_missing_cmake_is_named(tmp_path, monkeypatch):

@@ -26,6 +26,7 @@ from raydist.models.server import ModelServer  # noqa: E402
 from raydist.sandbox import Limits, Sandbox, base_image_tag  # noqa: E402
 from raydist.views.base import View  # noqa: E402
 
+# isort: split
 import litellm  # noqa: E402  (after raydist.models, which keeps litellm offline)
 
 pytestmark = [pytest.mark.llm, pytest.mark.ray]
@@ -165,7 +166,8 @@ def test_grammar_makes_every_response_exactly_one_action(llama):
         assert len(actions) == 1
         assert "\n" not in actions[0]["command"] and actions[0]["command"]
         # The grammar admits only commands bash can parse: the action runs, whatever it does.
-        syntax = subprocess.run(["bash", "-n", "-c", actions[0]["command"]], capture_output=True, text=True)
+        syntax = subprocess.run(["bash", "-n", "-c", actions[0]["command"]], capture_output=True, text=True,
+                                check=False)
         assert syntax.returncode == 0, (actions[0]["command"], syntax.stderr)
         assert message["content"].startswith("THOUGHT: ") and message["content"].endswith("\n```")
     elapsed = time.monotonic() - started
@@ -179,7 +181,8 @@ def test_gemma_agent_run_in_a_container(llama, box, tmp_path):
     _, api_base = llama
     path = tmp_path / "gemma.traj.json"
     started = time.monotonic()
-    outcome = run_agent(view=tiny_view(), sandbox=box, endpoint=ModelEndpoint(LITELLM_MODEL, api_base=api_base, local=True),
+    outcome = run_agent(view=tiny_view(), sandbox=box,
+                        endpoint=ModelEndpoint(LITELLM_MODEL, api_base=api_base, local=True),
                         settings=AgentSettings(step_limit=3, command_timeout_s=30), trajectory_path=path)
     elapsed = time.monotonic() - started
     print(f"\nagent: {outcome.exit_status} after {outcome.steps} steps, {elapsed / max(outcome.steps, 1):.1f} s/step, "
@@ -203,7 +206,8 @@ def test_gemma_agent_run_in_a_container(llama, box, tmp_path):
 @pytest.mark.docker
 def test_unreachable_server_ends_the_run_with_a_clear_error(box, tmp_path):
     api_base = f"http://127.0.0.1:{free_port()}/v1"
-    outcome = run_agent(view=tiny_view(), sandbox=box, endpoint=ModelEndpoint(LITELLM_MODEL, api_base=api_base, local=True),
+    outcome = run_agent(view=tiny_view(), sandbox=box,
+                        endpoint=ModelEndpoint(LITELLM_MODEL, api_base=api_base, local=True),
                         settings=AgentSettings(model_retries=2), trajectory_path=tmp_path / "dead.json")
     assert (outcome.exit_status, outcome.steps, outcome.input_tokens) == ("ModelUnreachable", 1, 0), outcome.error
     assert (outcome.step_records, outcome.leak_count) == ((), 0)

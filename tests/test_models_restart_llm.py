@@ -93,14 +93,16 @@ def test_a_launch_whose_model_server_is_killed_twice_finishes_every_unit(tmp_pat
         _wait("first unit", lambda: list((run_dir / "rows").glob("*.parquet")), launch, log, 900)
         os.kill(first, signal.SIGKILL)
         killed_first = time.monotonic()
-        second, second_port = _wait("restarted server", lambda: (s := _llama_server(launch.pid)) and s[0] != first and s,
+        second, second_port = _wait("restarted server",
+                                    lambda: (s := _llama_server(launch.pid)) and s[0] != first and s,
                                     launch, log, 300)
         restarted_after = time.monotonic() - killed_first
         # Kill 2, at another moment: right after the restart, while the agents' retried calls run.
         time.sleep(3)
         assert launch.poll() is None, "the run ended before the second kill: give it more work"
         os.kill(second, signal.SIGKILL)
-        third, third_port = _wait("second restart", lambda: (s := _llama_server(launch.pid)) and s[0] not in (first, second) and s,
+        third, third_port = _wait("second restart",
+                                  lambda: (s := _llama_server(launch.pid)) and s[0] not in (first, second) and s,
                                   launch, log, 300)
         launch.wait(timeout=1800)
     finally:
@@ -115,7 +117,8 @@ def test_a_launch_whose_model_server_is_killed_twice_finishes_every_unit(tmp_pat
     assert len(rows) == 2 and len({r["instance_id"] for r in rows}) == 2  # every planned unit has a row
     for row in rows:
         assert row["error"] in (None, ""), (row["instance_id"], row["error"])
-        assert row["exit_status"] in {"Submitted", "LimitsExceeded", "TimeExceeded", "FormatError", "RepeatedFormatError"}, row
+        assert row["exit_status"] in {"Submitted", "LimitsExceeded", "TimeExceeded", "FormatError",
+                                      "RepeatedFormatError"}, row
         assert row["outcome"] in ("resolved", "unresolved"), row
         assert row["error_cause"] is None and row["attempts"] == 1, row
         assert 1 <= row["steps"] <= 3

@@ -24,7 +24,8 @@ def _instances(tmp_path: Path) -> Path:
     repository lacks."""
     lines = (ROOT / "raydist" / "tasks" / "builtin" / "instances.jsonl").read_text().splitlines()
     good = next(json.loads(line) for line in lines if "underscore-dashes" in line)
-    bad_gold = dict(good, instance_id="bad-gold", patch=good["patch"].replace("inflection/__init__.py", "inflection/not_there.py"))
+    bad_gold = dict(good, instance_id="bad-gold",
+                    patch=good["patch"].replace("inflection/__init__.py", "inflection/not_there.py"))
     bad_tests = dict(good, instance_id="bad-tests",  # modifies a test file the repository does not have
                      test_patch=good["test_patch"].replace("test_inflection.py", "test_not_there.py"))
     assert bad_gold["patch"] != good["patch"] and bad_tests["test_patch"] != good["test_patch"]
@@ -36,7 +37,7 @@ def _instances(tmp_path: Path) -> Path:
 def _launch(tmp_path: Path, agent: str, source: Path) -> tuple[subprocess.CompletedProcess, list[dict]]:
     res = subprocess.run([sys.executable, "-m", "raydist.launch", f"output_root={tmp_path}", f"agent={agent}",
                           "benchmark=file", f"benchmark.source={source}", "levels=[L0]"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=1500)
+                         cwd=ROOT, capture_output=True, text=True, timeout=1500, check=False)
     rows = pq.read_table(tmp_path / "file" / agent / "gemma3-270m" / "L0__s0" / "runs.parquet").to_pylist()
     return res, rows
 

@@ -127,10 +127,12 @@ def test_summary_rates_and_means_are_over_finished_units_with_errors_counted_apa
     rows = summarise(table)
     assert rows == [
         {"model": "gemma3-270m", "agent": "miniswe", "level": "L0", "units": 3, "finished": 2, "resolved": 1,
-         "resolved_rate": 0.5, "answered": 0, "mean_score": None, "mean_steps": 3.0, "mean_input_tokens": 200.0, "mean_output_tokens": 20.0,
+         "resolved_rate": 0.5, "answered": 0, "mean_score": None, "mean_steps": 3.0, "mean_input_tokens": 200.0,
+         "mean_output_tokens": 20.0,
          "cost": 0.75, "input_error": 0, "infrastructure_error": 1, "bug": 0},
         {"model": "gemma3-270m", "agent": "miniswe", "level": "L3", "units": 3, "finished": 0, "resolved": 0,
-         "resolved_rate": 0.0, "answered": 0, "mean_score": None, "mean_steps": 0.0, "mean_input_tokens": 0.0, "mean_output_tokens": 0.0,
+         "resolved_rate": 0.0, "answered": 0, "mean_score": None, "mean_steps": 0.0, "mean_input_tokens": 0.0,
+         "mean_output_tokens": 0.0,
          "cost": 0.0, "input_error": 1, "infrastructure_error": 1, "bug": 1},
     ]
     errors = error_counts(table)
@@ -210,7 +212,8 @@ def test_action_mix_gives_mean_commands_per_category_per_level_and_the_total_lea
     store = ResultStore(tmp_path)
     units = _units()
     counts = {f"actions_{c}": 0 for c in ("navigate", "search", "read", "probe", "edit", "test", "submit", "other")}
-    store.write_row(_row(units[0], **counts | {"actions_read": 3, "actions_edit": 1, "actions_submit": 1}, leak_count=0))
+    store.write_row(_row(units[0], **counts | {"actions_read": 3, "actions_edit": 1, "actions_submit": 1},
+                         leak_count=0))
     store.write_row(_row(units[1], **counts | {"actions_read": 1, "actions_search": 2}, leak_count=2))
     store.write_row(_row(units[3], **counts | {"actions_edit": 2, "actions_submit": 1}, leak_count=0))
     store.write_row(_row(units[4], error="docker died", outcome="infrastructure_error",
@@ -322,4 +325,5 @@ def test_two_runs_never_share_a_model_name_and_an_old_layouts_files_go(tmp_path)
     # Exporting again writes the same file, byte for byte, elsewhere.
     written = export_swebench(tmp_path / "one", tmp_path / "out")
     assert written == [(tmp_path / "out" / "gemma3-270m__miniswe__L0__s0.jsonl", 1)]
-    assert written[0][0].read_bytes() == (tmp_path / "one" / "preds" / "gemma3-270m__miniswe__L0__s0.jsonl").read_bytes()
+    assert written[0][0].read_bytes() == (
+        tmp_path / "one" / "preds" / "gemma3-270m__miniswe__L0__s0.jsonl").read_bytes()

@@ -9,13 +9,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from raydist.cluster.prepare import PrepCache, PrepTask, prepared_for, preparation_tasks, task_key
-from raydist.cluster.rewrites import docker_gate, prepare_rewrites
-from raydist.views.l4.prepare import GateVerdict, changed_line_ranges, rewrite_targets
 from raydist.cluster.plan import RunUnit
+from raydist.cluster.prepare import PrepCache, PrepTask, preparation_tasks, prepared_for, task_key
+from raydist.cluster.rewrites import docker_gate, prepare_rewrites
 from raydist.sandbox import ensure_instance_image
 from raydist.tasks import load_instances
 from raydist.views import MissingPreparation, Prepared, RepoFiles, ViewOptions, build_view
+from raydist.views.l4.prepare import GateVerdict, changed_line_ranges, rewrite_targets
 from raydist.views.l4.rewrite import same_interface
 from raydist.views.recover import apply_patch_to_texts
 
@@ -52,7 +52,8 @@ def test_task_key_changes_with_seed_options_and_model_only_where_they_matter(tmp
     assert base != task_key(PrepTask("x", 0, "L1"), HUMANIZE, ViewOptions(l1_attempts=1), "model-a")
     # L4 without LLM attempts does not depend on the view model.
     no_llm = ViewOptions(l4_llm_attempts=0)
-    assert task_key(PrepTask("x", 0, "L4"), HUMANIZE, no_llm, "a") == task_key(PrepTask("x", 0, "L4"), HUMANIZE, no_llm, "b")
+    assert task_key(PrepTask("x", 0, "L4"), HUMANIZE, no_llm, "a") == task_key(PrepTask("x", 0, "L4"), HUMANIZE,
+                                                                                no_llm, "b")
     # The prompt files are part of the key.
     prompts = tmp_path / "prompts"
     prompts.mkdir()

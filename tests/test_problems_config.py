@@ -30,8 +30,8 @@ def test_the_defaults_are_the_values_problems_yaml_held():
         "output_root": "runs",
         "storage": None,
         "benchmark": {"source": None, "path": None, "split": "test", "ids": None, "instance_ids": None, "filter": "",
-                      "slice": "", "format": "swebench", "repositories": None, "releases": None, "leakage": None, "min_leakage": "repair_logic", "limit": None, "kind": "tasks",
-                      "dataset": None},
+                      "slice": "", "format": "swebench", "repositories": None, "releases": None, "leakage": None,
+                      "min_leakage": "repair_logic", "limit": None, "kind": "tasks", "dataset": None},
         "sandbox": {"docker_host": None, "base_image": None, "network": "none", "grading_timeout_s": 900.0,
                     "image_namespace": "swebench",
                     "limits": {"cpus": 1.0, "memory": "2g", "pids": 512, "file_size": "1g", "tmp_size": "512m",
@@ -107,7 +107,8 @@ def test_each_sweep_job_gets_its_own_directory_named_by_its_settings():
                           "+local_models.s.api_base=http://127.0.0.1:9/v1", "generation.model=s", "benchmark=mbpp"])
     second = job_dir_name(["benchmark.ids=[HumanEval/2]", "evaluation.n=2", "output_root=/tmp/x"])
     # paths, endpoints and what the directory's path already names (benchmark, generator) are left out
-    assert (first, second) == ("benchmark.ids=_HumanEval_0_,evaluation.n=2", "benchmark.ids=_HumanEval_2_,evaluation.n=2")
+    assert (first, second) == ("benchmark.ids=_HumanEval_0_,evaluation.n=2",
+                               "benchmark.ids=_HumanEval_2_,evaluation.n=2")
     assert job_dir_name(["evaluation.models=[a/b,c]"]) == "evaluation.models=_a_b,c_"
     assert job_dir_name(["evaluation.n=2", "generation.seed=1", "evaluation.n=3"]) == "generation.seed=1,evaluation.n=3"
     long = job_dir_name([f"generation.domains=[{'x' * 200}]"])

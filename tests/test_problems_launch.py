@@ -25,7 +25,7 @@ def _launch(tmp_path: Path, *overrides: str) -> tuple[subprocess.CompletedProces
     started = time.monotonic()
     res = subprocess.run([sys.executable, "-c", RUN, f"output_root={tmp_path}", f"cache_dir={tmp_path / 'cache'}",
                           f"sandbox.docker_host=unix://{tmp_path}/no-daemon.sock", *overrides],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+                         cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     return res, time.monotonic() - started
 
 
@@ -50,11 +50,12 @@ def test_a_memory_limit_that_is_no_docker_size_exits_2_naming_the_key(tmp_path):
 def test_a_benchmark_that_does_not_exist_exits_2_naming_the_options_before_any_job_starts(tmp_path):
     res = subprocess.run([sys.executable, "-c", RUN, "--multirun", f"output_root={tmp_path}",
                           f"cache_dir={tmp_path / 'cache'}", "benchmark=humaneval,nosuch"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+                         cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert res.returncode == 2, res.stderr[-3000:]
     error, last = res.stderr.strip().splitlines()[-2:]
     assert error.startswith("raydist: error: In 'problems': Could not find 'benchmark/nosuch'; Available options in "
-                            "'benchmark': builtin, file, fresh, humaneval, mbpp, realfix, swe_qa, swebench, swebench_offline (job ")
+                            "'benchmark': builtin, file, fresh, humaneval, mbpp, realfix, swe_qa, swebench, "
+                            "swebench_offline (job ")
     assert error.endswith(" benchmark=nosuch)")
     assert last == "ray imported: False"
     assert not (tmp_path / "problems").exists()  # the valid first job did not start either

@@ -33,7 +33,8 @@ def _failures(programs: dict[str, str]) -> dict[str, str]:
 
     def run(item):
         problem_id, program = item
-        done = subprocess.run([sys.executable, "-I", "-c", program], capture_output=True, text=True, timeout=30)
+        done = subprocess.run([sys.executable, "-I", "-c", program], capture_output=True, text=True, timeout=30,
+                              check=False)
         return problem_id, done.returncode, (done.stderr.strip().splitlines() or [""])[-1]
 
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -77,7 +78,8 @@ def test_humaneval_0_is_normalised_field_by_field(humaneval):
 
 
 def test_humaneval_needs_the_whole_check_function_for_exactly_six_problems(humaneval):
-    fallback = [pid for pid, p in humaneval.items() if len(p.tests) == 1 and p.tests[0].startswith("def check(candidate):")]
+    fallback = [pid for pid, p in humaneval.items()
+                if len(p.tests) == 1 and p.tests[0].startswith("def check(candidate):")]
     assert fallback == FALLBACK_IDS
     assert humaneval["HumanEval/53"].tests[0].endswith("\n\n\ncheck(add)")
 
@@ -142,8 +144,10 @@ def test_content_hash_is_stable_and_changes_with_any_field(humaneval):
 
 
 def test_assemble_program_is_solution_setup_then_tests():
-    problem = Problem("x/1", "mbpp", "p", "f", "def f(a):", "def f(a):\n    return a\n", ("assert f(1) == 1", "assert f(2) == 2"), "import math")
-    assert assemble_program(problem) == "def f(a):\n    return a\n\nimport math\n\nassert f(1) == 1\n\nassert f(2) == 2\n"
+    problem = Problem("x/1", "mbpp", "p", "f", "def f(a):", "def f(a):\n    return a\n",
+                      ("assert f(1) == 1", "assert f(2) == 2"), "import math")
+    assert assemble_program(problem) == (
+        "def f(a):\n    return a\n\nimport math\n\nassert f(1) == 1\n\nassert f(2) == 2\n")
     assert assemble_program(problem, "def f(a): return 1").startswith("def f(a): return 1\n\nimport math")
 
 
@@ -191,7 +195,8 @@ def test_mbpp_entry_point_is_the_function_the_first_test_calls(mbpp):
 def test_mbpp_every_test_calls_its_entry_point(mbpp):
     for problem_id, problem in mbpp.items():
         for test in problem.tests:
-            calls = [n.func.id for n in ast.walk(ast.parse(test)) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
+            calls = [n.func.id for n in ast.walk(ast.parse(test))
+                     if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
             assert problem.entry_point in calls, problem_id
 
 
@@ -231,7 +236,8 @@ def _load_from_hub_offline(hub_cache: Path, source: str) -> subprocess.Completed
             "except FileNotFoundError as e:\n    print('ERROR', e); sys.exit(3)\n"
             "print(json.dumps([p.content_hash() for p in ps]))\n")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(hub_cache)}
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
+                          check=False)
 
 
 @needs_mbpp
@@ -266,7 +272,8 @@ def test_load_seeds_refuses_unknown_datasets():
         load_seeds("apps")
 
 
-GOOD = {"task_id": 5, "prompt": "Write f.", "code": "def f(x):\n    return x\n", "test_imports": [], "test_list": ["assert f(1) == 1"]}
+GOOD = {"task_id": 5, "prompt": "Write f.", "code": "def f(x):\n    return x\n", "test_imports": [],
+        "test_list": ["assert f(1) == 1"]}
 
 
 @pytest.mark.parametrize(
@@ -278,7 +285,8 @@ GOOD = {"task_id": 5, "prompt": "Write f.", "code": "def f(x):\n    return x\n",
         ({**GOOD, "code": "def f(x:\n"}, "field 'code' is not valid Python"),
         ({**GOOD, "test_list": ["assert f(1 =="]}, "the first test is not valid Python"),
         ({**GOOD, "test_imports": ["import math", 3]}, "field 'test_imports' must be a list of strings"),
-        ({**GOOD, "test_list": ["assert g(1) == 1"]}, r"the first test calls none of the functions defined in 'code' \(f\)"),
+        ({**GOOD, "test_list": ["assert g(1) == 1"]},
+         r"the first test calls none of the functions defined in 'code' \(f\)"),
     ],
 )
 def test_malformed_mbpp_record_names_the_file_and_record(tmp_path, bad, message):
@@ -292,7 +300,8 @@ def test_malformed_mbpp_record_names_the_file_and_record(tmp_path, bad, message)
 def test_malformed_mbpp_file_that_is_not_a_list_or_not_json(tmp_path):
     path = tmp_path / "mbpp.json"
     path.write_text(json.dumps({"task_id": 1}))
-    with pytest.raises(MalformedProblem, match=rf"^{path}: record \(whole file\): is not a JSON list of records \(got dict\)"):
+    with pytest.raises(MalformedProblem,
+                       match=rf"^{path}: record \(whole file\): is not a JSON list of records \(got dict\)"):
         load_mbpp(path)
     path.write_text("[{")
     with pytest.raises(MalformedProblem, match=rf"^{path}: record \(whole file\): is not valid JSON"):

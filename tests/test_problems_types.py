@@ -4,7 +4,15 @@ from pathlib import Path
 
 import pytest
 
-from raydist.problems import Problem, SkippedArgument, abstract_type, infer_parameter_types, infer_types, load_humaneval, load_mbpp
+from raydist.problems import (
+    Problem,
+    SkippedArgument,
+    abstract_type,
+    infer_parameter_types,
+    infer_types,
+    load_humaneval,
+    load_mbpp,
+)
 
 MBPP = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "mbpp" / "sanitized-mbpp.json"
 MISSING_MBPP = f"MBPP-sanitized not found at {MBPP} (shared reference data)"
@@ -113,7 +121,8 @@ def test_non_literal_arguments_are_skipped_and_reported():
 
 
 def test_calls_through_a_check_function_parameter_are_calls_of_the_entry_point():
-    test = "def check(candidate):\n    assert candidate([1, 2]) == 3\n    for x in range(3):\n        assert candidate([x])\n\ncheck(f)"
+    test = ("def check(candidate):\n    assert candidate([1, 2]) == 3\n    for x in range(3):\n"
+            "        assert candidate([x])\n\ncheck(f)")
     result = infer_types(_problem("def f(xs):", test))
     assert result.types == {"xs": "list[int]"}
     assert result.skipped == (SkippedArgument("test 1", "[x]", "is not a literal, so it gives no type for 'xs'"),)

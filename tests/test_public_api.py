@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _loaded_after(statement: str) -> list[str]:
     probe = f"import sys; {statement}; print(sorted(m for m in ('ray', 'docker', 'litellm') if m in sys.modules))"
-    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         check=False)
     assert out.returncode == 0, out.stderr
     return eval(out.stdout)  # noqa: S307 - a list literal printed by the probe above
 

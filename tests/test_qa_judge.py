@@ -10,8 +10,16 @@ import pytest
 
 from raydist.analysis.questions import question_table, split_questions
 from raydist.outcomes import INFRASTRUCTURE_ERROR, classify_exception
-from raydist.qa.judge import (DIMENSIONS, EMPTY_ANSWER, JUDGE_GRAMMAR, JudgeUnparseable, average_score, judge_answer,
-                              load_judge_prompt, parse_scores)
+from raydist.qa.judge import (
+    DIMENSIONS,
+    EMPTY_ANSWER,
+    JUDGE_GRAMMAR,
+    JudgeUnparseable,
+    average_score,
+    judge_answer,
+    load_judge_prompt,
+    parse_scores,
+)
 from raydist.results.schema import RUNS_SCHEMA
 from raydist.tasks.schema import MalformedInstance
 from raydist.tasks.swe_qa import citations, is_qa, load_swe_qa, release_match
@@ -168,7 +176,8 @@ def test_cited_functions_are_those_enclosing_the_quotes_then_those_the_names_def
     (tmp_path / "src" / "pkg" / "other.py").write_text("def h():\n    pass\n")
     answer = ("`h` matters, and in pkg/mod.py:\n```5:6:pkg/mod.py\n    def g(self):\n        return 2\n```\n"
               "`A.f` too. `missing` is nowhere.")
-    instance = Instance("q", "o/r", "c", "", "", "Q?", (), (), "1", "", None, {"task": "qa", "reference_answer": answer})
+    instance = Instance("q", "o/r", "c", "", "", "Q?", (), (), "1", "", None,
+                        {"task": "qa", "reference_answer": answer})
     # the quote first, then the names in the order the answer names them; other.py is not cited
     assert cited_functions(instance, RepoFiles(tmp_path)) == [("src/pkg/mod.py", "A.g"), ("src/pkg/mod.py", "h"),
                                                               ("src/pkg/mod.py", "A.f")]

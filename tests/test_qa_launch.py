@@ -26,7 +26,7 @@ def launch(out: Path, *overrides: str, repository: str = "flask", select: str = 
            ) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "raydist.launch", f"output_root={out}", *QA,
                            f"benchmark.repositories=[{repository}]", select, *overrides], cwd=ROOT,
-                          capture_output=True, text=True, timeout=1500)
+                          capture_output=True, text=True, timeout=1500, check=False)
 
 
 def rows(out: Path, agent: str, view: str) -> list[dict]:

@@ -42,7 +42,8 @@ def test_a_round_that_reveals_the_patch_is_refused_naming_it(tmp_path):
 def test_the_probe_writes_a_leakage_level_per_instance_and_its_transcripts(tmp_path, llama):
     _, api_base = llama
     model = ["model=gemma-under-test", "+local_models.gemma-under-test.litellm_model=openai/gemma3-270m",
-             f"+local_models.gemma-under-test.api_base={api_base}", "+local_models.gemma-under-test.grammar_server=llama_cpp",
+             f"+local_models.gemma-under-test.api_base={api_base}",
+             "+local_models.gemma-under-test.grammar_server=llama_cpp",
              f"benchmark.ids=[{','.join(IDS)}]", f"rounds={ROUNDS}", "max_tokens=120", "answer.max_items=2",
              "answer.max_name_chars=40", "answer.max_text_chars=60", "answer.max_patch_chars=80"]
     done = _probe(tmp_path, *model)

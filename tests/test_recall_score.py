@@ -33,7 +33,7 @@ diff --git a/pkg/core/merge.py b/pkg/core/merge.py
      return result
  
  
-"""
+"""  # noqa: W293 - blank context lines of a diff are one space
 TEST_PATCH = """\
 diff --git a/pkg/tests/test_merge.py b/pkg/tests/test_merge.py
 --- a/pkg/tests/test_merge.py
@@ -109,7 +109,8 @@ def test_unrevealed_test_names_are_test_level():
 def test_what_the_statement_names_does_not_raise_the_level():
     revealed = ("combine() in pkg/core/merge.py shares nested lists; the fix should call deep_copy with "
                 "memo=_MEMO_TABLE. Failing: pkg/tests/test_merge.py::test_combine_copies_nested_values")
-    answer = ProbeAnswer(files=("pkg/core/merge.py",), symbols=("combine",), tests=("test_combine_copies_nested_values",),
+    answer = ProbeAnswer(files=("pkg/core/merge.py",), symbols=("combine",),
+                         tests=("test_combine_copies_nested_values",),
                          repair_logic="call deep_copy with memo=_MEMO_TABLE")
     scores = score_answer(answer, GOLD, revealed)
     assert (scores.file_recall, scores.symbol_recall, scores.repair_recall, scores.test_recall) == (1.0,) * 4

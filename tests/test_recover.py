@@ -146,7 +146,8 @@ def test_odd_file_names_are_quoted_as_git_does_and_round_trip_through_git_and_pa
     original = {name: "a\n" for name in ODD_NAMES}
     final = {name: "b\n" for name in ODD_NAMES} | {"n ew \u00fc.py": "x\n"}
     patch = recover_patch(original, final)
-    for tool, argv in [("git", ["git", "apply", "fix.patch"]), ("patch", ["patch", "--batch", "-p1", "-i", "fix.patch"])]:
+    for tool, argv in [("git", ["git", "apply", "fix.patch"]),
+                       ("patch", ["patch", "--batch", "-p1", "-i", "fix.patch"])]:
         root = tmp_path / tool
         root.mkdir()
         write_tree(root, original)
@@ -178,7 +179,8 @@ ODD = {"wcwidth/sp ace.py": "a = 1\n", 'wcwidth/q"uote.py': "b = 2\n", "wcwidth/
 SCENARIOS = {
     "plain edit": ([EDIT], {}, {}),
     "git commit": ([EDIT, "git add -A && git -c user.name=a -c user.email=a@b commit -qm fix"], {}, {}),
-    "git checkout -b": (["git checkout -q -b fix", EDIT, "git -c user.name=a -c user.email=a@b commit -qam fix"], {}, {}),
+    "git checkout -b": (["git checkout -q -b fix", EDIT, "git -c user.name=a -c user.email=a@b commit -qam fix"],
+                        {}, {}),
     "rm -rf .git": ([EDIT, "rm -rf .git"], {}, {}),
     "symlink": ([EDIT, "ln -s wcwidth.py wcwidth/link.py"], {}, {"wcwidth/link.py": "symlink"}),
     "binary file": ([EDIT, "printf '\\000\\377\\001' > wcwidth/blob.bin"], {}, {"wcwidth/blob.bin": "binary"}),

@@ -11,8 +11,8 @@ import subprocess
 
 import pytest
 
-from raydist.reporting import repository_sections, write_report
 from raydist.cli import main as raydist_main
+from raydist.reporting import repository_sections, write_report
 from tests.test_analysis_repositories import U, unit, write_run
 
 # Four instances. L0: i1, i2, i3 resolved, i4 not; L2: only i3 resolved. Each L2 unit takes
@@ -67,7 +67,8 @@ def test_the_report_holds_table_i_the_paired_test_figure_3_stability_and_the_cas
     assert [(r["level"], r["resolved"], r["navigate"]) for r in case] == [("L0", "True", "1"), ("L2", "False", "2")]
     md = (out / "report.md").read_text()
     assert "Case study (Figure 4): i1, m / a" in md and "Chosen because: resolved at L0, not at L2." in md
-    assert f"Not read, no runs.parquet (a stopped launch; run it again to compile its rows): {sweep / 'levels=L3'}" in md
+    assert (f"Not read, no runs.parquet (a stopped launch; run it again to compile its rows): "
+            f"{sweep / 'levels=L3'}") in md
     assert "| m | a | L2 | 4 | 0 | -50.0 | -100.0 | +0.0 | 2 | 0 | exact McNemar | 0.5 |" in md.replace("+-", "-")
     html = (out / "report.html").read_text()
     for element in ("missing", "table-i", "significance", "figure-3", "stability", "case-study-1",
@@ -83,7 +84,8 @@ def test_the_cli_writes_the_report_and_a_path_with_no_runs_is_one_line(sweep, tm
     (tmp_path / "empty").mkdir()
     assert raydist_main(["report", str(tmp_path / "empty"), "--out", str(tmp_path / "r2")]) == 1
     err = capsys.readouterr().err
-    assert err.startswith(f"raydist: error: no runs.parquet at or below {tmp_path / 'empty'}") and len(err.splitlines()) == 1
+    assert err.startswith(f"raydist: error: no runs.parquet at or below {tmp_path / 'empty'}")
+    assert len(err.splitlines()) == 1
     assert not (tmp_path / "r2").exists()
 
 

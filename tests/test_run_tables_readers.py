@@ -114,7 +114,8 @@ def test_problems_tables_read_alike_with_the_contexts_map_as_a_dict(tmp_path):
                     "passed": passed, "status": "passed" if passed else "failed", "seconds": 0.5,
                     "solution": "x", "error": None}
                    for item, vid, s, passed in (("HumanEval/0", None, 0, True), ("HumanEval/0", None, 1, True),
-                                                ("HumanEval/0::v0", "v0", 0, False), ("HumanEval/0::v0", "v0", 1, True))]
+                                                ("HumanEval/0::v0", "v0", 0, False),
+                                                ("HumanEval/0::v0", "v0", 1, True))]
     atomic_write_parquet(tmp_path / "completions.parquet", completions_table(completions))
     assert assert_read_alike(tmp_path / "completions.parquet") == completions
     # pass rate on the seed and on its variant

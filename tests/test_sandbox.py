@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from raydist.sandbox import (Limits, Sandbox, SandboxUnavailable, base_image_tag, connect,
-                             owner_label, sweep_orphans)
+from raydist.sandbox import Limits, Sandbox, SandboxUnavailable, base_image_tag, connect, owner_label, sweep_orphans
 from raydist.sandbox.command import LOG_SIZE, split_trailer
 
 pytestmark = pytest.mark.docker

@@ -186,7 +186,8 @@ HOSTILE = {
                                "No space left on device"),
     "fallocate 10 GB in /testbed": ("fallocate -l 10G /testbed/big", 153, False, 4, ""),
     "many 100 MB files in /testbed": ("for i in $(seq 100); do dd if=/dev/zero of=/testbed/f$i bs=1M count=100 "
-                                      "2>/dev/null; done; echo avail=$(df -B1 --output=avail /testbed | tail -1 | tr -d ' ')",
+                                      "2>/dev/null; done; "
+                                      "echo avail=$(df -B1 --output=avail /testbed | tail -1 | tr -d ' ')",
                                       0, False, 4, "avail=0\n"),
     "dd 10 GB into /tmp": ("dd if=/dev/zero of=/tmp/big bs=1M count=10240", 1, False, 4,
                            "No space left on device"),

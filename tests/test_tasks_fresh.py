@@ -69,7 +69,8 @@ def test_every_operator_gives_its_exact_candidates_in_line_order():
 
 
 def test_flip_comparison_covers_identity_and_membership_and_each_link_of_a_chain():
-    flips = [after for kind, _, _, _, after in changes("ok = a is None\nin_ = 0 <= x in y\n") if kind == "flip_comparison"]
+    flips = [after for kind, _, _, _, after in changes("ok = a is None\nin_ = 0 <= x in y\n")
+             if kind == "flip_comparison"]
     assert flips == ["ok = a is not None\n", "in_ = 0 <= x not in y\n", "in_ = 0 > x in y\n"]
 
 
@@ -119,7 +120,8 @@ def test_the_bug_diff_and_its_reverse_apply_with_git(tmp_path):
     buggy = apply_mutation(SOURCE, mutation)
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "m.py").write_text(SOURCE)
-    for diff, expected in ((make_diff("pkg/m.py", SOURCE, buggy), buggy), (make_diff("pkg/m.py", buggy, SOURCE), SOURCE)):
+    for diff, expected in ((make_diff("pkg/m.py", SOURCE, buggy), buggy),
+                           (make_diff("pkg/m.py", buggy, SOURCE), SOURCE)):
         subprocess.run(["git", "apply", "-"], cwd=tmp_path, input=diff, text=True, check=True)
         assert (tmp_path / "pkg" / "m.py").read_text() == expected
     assert make_diff("m.py", SOURCE, SOURCE) == ""
@@ -257,8 +259,8 @@ def test_library_frames_of_a_traceback_keep_only_their_error_lines():
     block = ["    def test_low():", ">       assert clamp(-1, 0, 5) == 0", "", "test_lib.py:5: ",
              "    def clamp(x, lo, hi):", ">       if x >= lo:", "E       TypeError: boom", "",
              "pkg/lib.py:7: TypeError"]
-    assert frames_of_tests(block) == ["    def test_low():", ">       assert clamp(-1, 0, 5) == 0", "", "test_lib.py:5: ",
-                                  "E       TypeError: boom"]
+    assert frames_of_tests(block) == ["    def test_low():", ">       assert clamp(-1, 0, 5) == 0", "",
+                                      "test_lib.py:5: ", "E       TypeError: boom"]
 
 
 def test_a_statement_that_parrots_the_prompt_is_rejected():
@@ -276,7 +278,8 @@ def test_tasks_build_runs_in_process_and_its_help_names_every_rejection_reason(c
 
     exec_argv, args = command(["tasks", "build", "--libraries", "six==1.17.0", "--per-library", "3"])
     assert exec_argv is None
-    assert (args.libraries, args.per_library, args.model, args.statement_attempts) == ("six==1.17.0", 3, "gemma3-270m", 2)
+    assert (args.libraries, args.per_library, args.model, args.statement_attempts) == (
+        "six==1.17.0", 3, "gemma3-270m", 2)
     with pytest.raises(SystemExit) as done:
         command(["tasks", "build", "--help"])
     assert done.value.code == 0

@@ -36,7 +36,8 @@ def launch(out: Path, *overrides: str) -> subprocess.CompletedProcess:
 def test_fresh_instances_from_three_libraries_are_resolved_by_the_oracle_and_by_no_null_agent(tmp_path, client, llama):
     _, api_base = llama
     endpoint = ModelEndpoint(litellm_model="openai/gemma3-270m", api_base=api_base, local=True)
-    model = StatementModel(litellm_complete(endpoint, timeout=60, min_tokens_per_s=1, retries=2), "gemma3-270m", load_template())
+    model = StatementModel(litellm_complete(endpoint, timeout=60, min_tokens_per_s=1, retries=2), "gemma3-270m",
+                           load_template())
     settings = BuildSettings(released_after=date(2020, 1, 1), per_library=PER_LIBRARY, seed=0, statement_attempts=2,
                              work=tmp_path / "work")
     out = tmp_path / "fresh.jsonl"
@@ -67,7 +68,8 @@ def test_fresh_instances_from_three_libraries_are_resolved_by_the_oracle_and_by_
     for agent, resolved in (("oracle", True), ("null", False)):
         res = launch(tmp_path / "runs", f"agent={agent}", "benchmark=fresh", f"benchmark.source={out}", "levels=[L0]")
         assert res.returncode == 0, res.stderr[-3000:]
-        rows = pq.read_table(tmp_path / "runs" / "fresh" / agent / "gemma3-270m" / "L0__s0" / "runs.parquet").to_pylist()
+        run_dir = tmp_path / "runs" / "fresh" / agent / "gemma3-270m" / "L0__s0"
+        rows = pq.read_table(run_dir / "runs.parquet").to_pylist()
         assert sorted(r["instance_id"] for r in rows) == sorted(i.instance_id for i in instances)
         assert [r["instance_id"] for r in rows if r["resolved"] is not resolved] == []
     print(f"built {len(instances)} instances in {built_s:.0f} s; "

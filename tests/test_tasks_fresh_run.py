@@ -133,4 +133,5 @@ def test_the_failure_text_shows_the_tests_and_errors_but_not_the_mutated_code(tr
     excerpt = failure_excerpt(run.log, failing, mutation)
     assert "if x <= hi:" not in excerpt and "if x > hi:" not in excerpt
     assert not [line for line in excerpt.splitlines() if line.startswith("lib.py")]
-    assert "test_clamp_high" in excerpt and "assert clamp(9, 0, 5) == 5" in excerpt and "E       assert 9 == 5" in excerpt
+    assert ("test_clamp_high" in excerpt and "assert clamp(9, 0, 5) == 5" in excerpt
+            and "E       assert 9 == 5" in excerpt)

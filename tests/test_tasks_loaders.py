@@ -65,7 +65,8 @@ def test_ids_select_in_source_order_and_limit_cuts():
 @needs_data
 def test_unknown_ids_are_named():
     with pytest.raises(ValueError, match=r"unknown instance ids 'nope__x-1', 'nope__y-2'"):
-        load_instances(str(DATA / "tasks" / "realfix.jsonl"), ids=["nope__x-1", "r1chardj0n3s__parse-1269006", "nope__y-2"])
+        load_instances(str(DATA / "tasks" / "realfix.jsonl"),
+                       ids=["nope__x-1", "r1chardj0n3s__parse-1269006", "nope__y-2"])
 
 
 def good(instance_id="o__r-1"):
@@ -97,19 +98,22 @@ def test_wrong_type_names_file_line_and_field(tmp_path):
     path = write_lines(tmp_path / "i.jsonl", [json.dumps(good() | {"FAIL_TO_PASS": 5})])
     with pytest.raises(MalformedInstance) as caught:
         load_instances(path)
-    assert str(caught.value) == f"{path}:1: field 'FAIL_TO_PASS' is not a list of test ids (got int); fix or remove the line"
+    assert str(caught.value) == (
+        f"{path}:1: field 'FAIL_TO_PASS' is not a list of test ids (got int); fix or remove the line")
 
 
 def test_duplicate_id_names_both_lines(tmp_path):
     path = write_lines(tmp_path / "i.jsonl", [json.dumps(good()), json.dumps(good("o__r-2")), json.dumps(good())])
     with pytest.raises(MalformedInstance) as caught:
         load_instances(path)
-    assert str(caught.value) == f"{path}:3: field 'instance_id' repeats 'o__r-1', first seen at {path}:1; fix or remove the line"
+    assert str(caught.value) == (
+        f"{path}:3: field 'instance_id' repeats 'o__r-1', first seen at {path}:1; fix or remove the line")
 
 
 def test_json_record_errors_name_the_record(tmp_path):
     (tmp_path / "i.json").write_text(json.dumps([good(), good() | {"repo": 3}]))
-    with pytest.raises(MalformedInstance, match=r"i\.json:2: field 'repo' is not a string \(got int\); fix or remove that record"):
+    with pytest.raises(MalformedInstance,
+                       match=r"i\.json:2: field 'repo' is not a string \(got int\); fix or remove that record"):
         load_instances(str(tmp_path / "i.json"))
 
 
@@ -165,6 +169,7 @@ def test_unavailable_hf_dataset_is_named(tmp_path):
     # A fresh interpreter: the hub's offline switch is read when `datasets` is first imported.
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", HF_HOME=str(tmp_path))
     code = "from raydist.tasks import load_instances\nload_instances('hf://no-such-org/no-such-set@dev')"
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
+                          check=False)
     assert done.returncode == 1
     assert "RuntimeError: cannot load Hugging Face dataset 'no-such-org/no-such-set' split 'dev'" in done.stderr

@@ -70,7 +70,8 @@ def test_malformed_fields_name_source_and_field(changes, field, problem):
 
 
 def test_to_record_writes_test_lists_as_json_strings_and_round_trips():
-    inst = instance_from_record(record(sdist={"name": "r", "version": "1", "sha256": SHA}, test_cmd="pytest", x=1), "x:1")
+    inst = instance_from_record(record(sdist={"name": "r", "version": "1", "sha256": SHA}, test_cmd="pytest", x=1),
+                                "x:1")
     rec = inst.to_record()
     assert rec["FAIL_TO_PASS"] == '["t.py::test_a", "t.py::test_b[x y]"]'
     assert rec["PASS_TO_PASS"] == "[]"
@@ -82,8 +83,10 @@ def test_recipe_key_is_16_hex_and_changes_with_any_field():
     recipe = Recipe(Sdist("r", "1", SHA), ("pytest==8.3.4",), None)
     assert len(recipe.key()) == 16 and int(recipe.key(), 16) >= 0
     assert recipe.key() == Recipe(Sdist("r", "1", SHA), ("pytest==8.3.4",), None).key()
-    changed = [Recipe(Sdist("r", "2", SHA), ("pytest==8.3.4",), None), Recipe(Sdist("r", "1", SHA), ("pytest==8.3.5",), None),
-               Recipe(Sdist("r", "1", SHA), ("pytest==8.3.4",), "pip install ."), Recipe(Sdist("r", "1", SHA), ("pytest==8.3.4",), None, "d"),
+    changed = [Recipe(Sdist("r", "2", SHA), ("pytest==8.3.4",), None),
+               Recipe(Sdist("r", "1", SHA), ("pytest==8.3.5",), None),
+               Recipe(Sdist("r", "1", SHA), ("pytest==8.3.4",), "pip install ."),
+               Recipe(Sdist("r", "1", SHA), ("pytest==8.3.4",), None, "d"),
                Recipe(Sdist("r", "1", SHA), ("pytest==8.3.4",), None, "", "3.12")]
     assert len({recipe.key(), *(c.key() for c in changed)}) == 6
 

@@ -30,7 +30,8 @@ def test_a_text_over_the_bound_keeps_its_head_and_tail_around_the_marker():
     out = bounded(text, 400)
     assert len(out) == 400
     assert out == "H" * (keep // 2) + marker + "T" * (keep - keep // 2)
-    assert marker == "\n[raydist: the middle of this file was cut here: it had 2000 characters, a unit's file keeps 400]\n"
+    assert marker == (
+        "\n[raydist: the middle of this file was cut here: it had 2000 characters, a unit's file keeps 400]\n")
 
 
 def test_a_bound_too_small_for_the_marker_is_refused():

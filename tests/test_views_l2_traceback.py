@@ -74,7 +74,8 @@ def test_view_keeps_the_failure_text_that_is_not_the_repository(failing):
     view, _, raw = failing
     v = view.translator.mapping.forward
     shown = view.translator.to_view(raw)
-    error = "E           UnicodeDecodeError: 'utf-8' codec can't decode byte 0xe9 in position 3: unexpected end of data\n"
+    error = ("E           UnicodeDecodeError: 'utf-8' codec can't decode byte 0xe9 in position 3: "
+             "unexpected end of data\n")
     assert error in raw and error in shown
     assert f"FAILED {TEST_ID} - UnicodeDecodeError: 'ut...\n" in raw
     assert f"FAILED {v['test_six']}.py::test_ensure_text_honours_errors - UnicodeDecodeError: 'ut...\n" in shown

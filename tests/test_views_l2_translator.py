@@ -8,8 +8,8 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raydist.views.l2.mapping import COMMAND_WORDS, KEPT_SUBWORDS, build_mapping, split_subwords, virtual_name
 from raydist.views.audit import IdentitySet, find_exposures
+from raydist.views.l2.mapping import COMMAND_WORDS, KEPT_SUBWORDS, build_mapping, split_subwords, virtual_name
 from raydist.views.l2.names import is_reserved
 from raydist.views.l2.translator import NamespaceTranslator
 

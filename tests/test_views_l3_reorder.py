@@ -73,7 +73,8 @@ def test_reordering_keeps_lines_comments_and_anchors():
         assert lines[lines.index("# alpha comment") + 1] == "def alpha():"
         assert lines[lines.index("    # first method comment") + 1] == "    def one(self):"
         # the class body's first statement follows the class line directly, as before
-        assert lines[lines.index("class Gamma:") + 1].strip() in {"# first method comment", "def two(self):", "def three(self):"}
+        assert lines[lines.index("class Gamma:") + 1].strip() in {"# first method comment", "def two(self):",
+                                                                  "def three(self):"}
 
 
 def test_no_alternative_leaves_file_byte_identical():

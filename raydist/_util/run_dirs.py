@@ -5,8 +5,8 @@ the folder of the validity gate's runs beside them (``GATE_DIR``)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from fnmatch import fnmatchcase
-from typing import Iterable
 
 from raydist._util.hashing import stable_hash
 

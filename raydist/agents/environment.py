@@ -10,7 +10,8 @@ the agent typed without having been shown them (`raydist.views.audit`, §III-F).
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from minisweagent.exceptions import Submitted
 from pydantic import BaseModel

@@ -45,7 +45,8 @@ class ScriptedModel:
         """The message as given (role, content, extra)."""
         return dict(kwargs)
 
-    def format_observation_messages(self, message: dict, outputs: list[dict], template_vars: dict | None = None) -> list[dict]:
+    def format_observation_messages(self, message: dict, outputs: list[dict],
+                                    template_vars: dict | None = None) -> list[dict]:
         """Observations rendered as for the text-based LLM model."""
         return format_observation_messages(outputs, observation_template=self._observation_template,
                                            template_vars=template_vars)

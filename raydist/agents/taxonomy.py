@@ -71,7 +71,7 @@ def _cut_heredocs(command: str) -> tuple[str, list[str]]:
     while i < len(lines):
         line, pending = lines[i], []
 
-        def mark(m: re.Match) -> str:
+        def mark(m: re.Match, pending: list = pending) -> str:
             pending.append((m.group(1) == "-", m.group(3)))
             return f"< {_MARK.format(len(bodies) + len(pending) - 1)}"
 
@@ -200,7 +200,8 @@ def _python_code_category(code: str) -> str:
         if name in _PY_WRITE_ATTRS and isinstance(node.func, ast.Attribute):
             return "edit"
         if name == "open":
-            mode = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "mode"), None)
+            mode = (node.args[1] if len(node.args) > 1
+                    else next((k.value for k in node.keywords if k.arg == "mode"), None))
             if isinstance(node.func, ast.Attribute):
                 mode = node.args[0] if node.args else mode
             if isinstance(mode, ast.Constant) and isinstance(mode.value, str) and set(mode.value) & set("wax+"):

@@ -15,8 +15,14 @@ from statistics import fmean, stdev
 
 import pyarrow as pa
 
-from raydist.analysis.runs import (BASELINE, finished_units, level_key, levels_against_baseline, paired_instances,
-                                   resolved_share)
+from raydist.analysis.runs import (
+    BASELINE,
+    finished_units,
+    level_key,
+    levels_against_baseline,
+    paired_instances,
+    resolved_share,
+)
 from raydist.outcomes import ERRORS, FINISHED, RESOLVED
 from raydist.results.summary import CATEGORIES as ACTION_CATEGORIES
 

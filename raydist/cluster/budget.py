@@ -72,7 +72,8 @@ class Spending:
             lines.append(f"{t['unpriced']} responses could not be priced by litellm and count 0 USD.")
         by = t.get("by_purpose") or {}
         if by:
-            lines += ["", "| purpose | calls | input tokens | output tokens | cost (USD) |", "|---|---:|---:|---:|---:|"]
+            lines += ["", "| purpose | calls | input tokens | output tokens | cost (USD) |",
+                      "|---|---:|---:|---:|---:|"]
             lines += [f"| {p} | {v['calls']} | {v['input_tokens']} | {v['output_tokens']} | {v['usd']:.4f} |"
                       for p, v in by.items()]
         if self.stopped and self.not_started:

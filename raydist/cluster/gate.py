@@ -9,8 +9,8 @@ runs them); this module only judges them.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Iterable, Mapping
 
 from raydist.outcomes import ERRORS, RESOLVED
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import re
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from raydist.cluster.plan import RunUnit
 

@@ -11,9 +11,9 @@ stale row is never mistaken for a result of the new configuration.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import cached_property
-from typing import Iterable, Mapping, Sequence
 
 from raydist._util.hashing import stable_hash
 

@@ -72,8 +72,8 @@ def task_key(task: PrepTask, instance, options: ViewOptions, model_identity: str
         knobs = {"attempts": options.l4_llm_attempts,
                  "prompts": _prompt_digest(options.prompts_dir, ("l4_rewrite.j2", "l4_retry.j2"))}
     uses_model = task.kind == "L1" or options.l4_llm_attempts > 0
-    return stable_hash({"version": PREPARATION_VERSION[task.kind], "instance": instance.content_hash(), "seed": task.seed,
-                        "kind": task.kind, **knobs,
+    return stable_hash({"version": PREPARATION_VERSION[task.kind], "instance": instance.content_hash(),
+                        "seed": task.seed, "kind": task.kind, **knobs,
                         "model": model_identity if uses_model else None}, 24)
 
 
@@ -169,8 +169,8 @@ def run_preparation(task: PrepTask, instance, options: ViewOptions, *, cache_dir
     """Compute one preparation record (plain Python; the Ray task in ``runner`` calls it).
 
     ``endpoint`` is the view model's ``ModelEndpoint`` (None: L4 uses only the deterministic
-    rewriter; L1 cannot run); ``grading_timeout_s`` bounds each L4 test-gate run. Raises ``PreparationError`` for infrastructure failures and
-    ``ValueError`` when L1 has no model.
+    rewriter; L1 cannot run); ``grading_timeout_s`` bounds each L4 test-gate run. Raises
+    ``PreparationError`` for infrastructure failures and ``ValueError`` when L1 has no model.
     """
     complete = None if endpoint is None else view_model_complete(endpoint, options)
     if task.kind == "L1":

@@ -11,15 +11,14 @@ from __future__ import annotations
 import heapq
 import os
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 from raydist.cluster.plan import RunUnit
 from raydist.cluster.unit import UnitSettings, execute_unit
 from raydist.outcomes import RetryPolicy, classify_exception
 from raydist.results.sink import Failure, error_row, task_failure
-
 
 FAILURE = "__raydist_failure__"
 """Key of the dict a preparation task returns instead of a record when it failed."""

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import sys
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from raydist.models.process import DEFAULT_HOST, ModelServerError
 from raydist.models.supervisor import SupervisorPolicy
@@ -192,7 +192,7 @@ class ModelServers:
         self._stacks: dict[str, ExitStack] = {}
         self._endpoints: dict[str, object] = {}
 
-    def __enter__(self) -> "ModelServers":
+    def __enter__(self) -> ModelServers:
         return self
 
     def __exit__(self, *exc) -> None:

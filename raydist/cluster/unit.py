@@ -13,14 +13,22 @@ import json
 import time
 import traceback
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from raydist.cluster.outputs import grading_log, read_trajectory, scratch_trajectory
 from raydist.cluster.plan import RunUnit
-from raydist.outcomes import BUG, INPUT_ERROR, RESOLVED, UNRESOLVED, InfrastructureError, InputError, agent_exit_of, \
-    classify_exception
+from raydist.outcomes import (
+    BUG,
+    INPUT_ERROR,
+    RESOLVED,
+    UNRESOLVED,
+    InfrastructureError,
+    InputError,
+    agent_exit_of,
+    classify_exception,
+)
 from raydist.tasks.swe_qa import is_qa
 
 if TYPE_CHECKING:  # imported where used: the sandbox's Limits loads Docker
@@ -97,7 +105,7 @@ def execute_unit(unit: RunUnit, instance, settings: UnitSettings, endpoint=None,
     if files:
         row["files"] = files
     row["wall_seconds"] = round(time.time() - started, 3)
-    row["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    row["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     return row
 
 
@@ -189,8 +197,7 @@ def agent_columns(outcome, view) -> dict:
 
     out = {
         "exit_status": outcome.exit_status, "steps": outcome.steps, "input_tokens": outcome.input_tokens,
-        "output_tokens": outcome.output_tokens, "cost": outcome.cost,
-        "view_files": len(view.files),
+        "output_tokens": outcome.output_tokens, "cost": outcome.cost, "view_files": len(view.files),
         "statement_source": view.meta.get("l1_source", "canonical"),
         "statement_attempts": int(view.meta.get("l1_attempts", 0)),
         **{f"actions_{category}": n for category, n in outcome.action_counts.items()},
@@ -215,17 +222,21 @@ def agent_exit_or_raise(outcome, settings: UnitSettings) -> str:
 
 
 def _instance_image(instance, settings: UnitSettings):
-    """``(client, image tag, RepoFiles of its /testbed, grade function)`` of ``instance``: raydist's
-    own image of its sdist recipe, graded by ``raydist.grading.grade``; or, for an official
-    SWE-bench 5.x row (no recipe, an ``eval_script``), its official image (``raydist.sandbox.official``),
-    graded by swebench's eval script and report (``raydist.grading.official``). Raises
-    ``UnitInputError`` for a row with neither, or without a test command, and
-    ``InfrastructureError`` (cause ``official_image``) when the official image is neither here
-    nor pullable."""
+    """``(client, image tag, RepoFiles of its /testbed, grade function)`` of ``instance``: raydist's own
+    image of its sdist recipe, graded by ``raydist.grading.grade``; or, for an official SWE-bench 5.x
+    row (no recipe, an ``eval_script``), its official image (``raydist.sandbox.official``), graded by
+    swebench's eval script and report (``raydist.grading.official``). Raises ``UnitInputError`` for a
+    row with neither, or without a test command, and ``InfrastructureError`` (cause ``official_image``)
+    when the official image is neither here nor pullable."""
     from raydist.grading import grade
     from raydist.grading.official import grade_official, has_eval_script
     from raydist.sandbox import connect, ensure_instance_image
-    from raydist.sandbox.official import OfficialImageMissing, ensure_official_image, official_image_name, official_repo_dir
+    from raydist.sandbox.official import (
+        OfficialImageMissing,
+        ensure_official_image,
+        official_image_name,
+        official_repo_dir,
+    )
     from raydist.views import RepoFiles
 
     if instance.recipe is None and has_eval_script(instance):
@@ -363,7 +374,7 @@ def _ignored(paths: list[str], root: Path) -> list[str]:
         (Path(scratch) / ".git" / "info" / "exclude").write_text("\n".join(IGNORED) + "\n")
         done = subprocess.run(["git", "-C", scratch, "check-ignore", "--no-index", "-z", "--stdin"],
                               input=b"\0".join(p.encode("utf-8", "surrogateescape") for p in paths) + b"\0",
-                              capture_output=True)
+                              capture_output=True, check=False)
     return [p.decode("utf-8", "surrogateescape") for p in done.stdout.split(b"\0") if p]
 
 

@@ -17,7 +17,7 @@ model entry is what ``raydist.cluster.serving.serve_model`` takes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Dict, Optional
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
@@ -78,7 +78,7 @@ class LimitsConfig:
     """Largest file one process may write (RLIMIT_FSIZE), a Docker size."""
     tmp_size: str = _LIMITS.tmp_size
     """tmpfs volume at /tmp (the agent's home), a Docker size."""
-    testbed_size: Optional[str] = _LIMITS.testbed_size
+    testbed_size: str | None = _LIMITS.testbed_size
     """How much /testbed may grow beyond the image's repository, a Docker size."""
 
     def __post_init__(self) -> None:
@@ -89,9 +89,9 @@ class LimitsConfig:
 class SandboxConfig:
     """``sandbox``: the Docker sandbox of agent and grading runs (``raydist.sandbox``)."""
 
-    docker_host: Optional[str] = None
+    docker_host: str | None = None
     """Docker daemon URL; null: DOCKER_HOST or the local socket."""
-    base_image: Optional[str] = None
+    base_image: str | None = None
     """Base image tag; null: the tag raydist/sandbox/base_image.sh builds."""
     network: str = "none"
     """Docker network of agent containers (``none``: no network)."""
@@ -114,7 +114,7 @@ class SandboxConfig:
 class ClusterConfig:
     """``cluster``: where units run (``raydist.cluster.runner.RayOptions``)."""
 
-    address: Optional[str] = _RAY.address
+    address: str | None = _RAY.address
     """null: a local Ray on loopback; ``auto``: the cluster this node belongs to; ``ray://host:10001``:
     Ray Client. A dashboard URL (``http://host:8265``) takes jobs, not drivers: submit the
     launch there with ``ray job submit`` instead."""
@@ -176,9 +176,9 @@ class BudgetConfig:
     unit or view preparation starts; those in flight finish. Units never started have no row:
     the summary names them and the next launch (with a larger budget) runs them."""
 
-    usd: Optional[float] = None
+    usd: float | None = None
     """US dollars (litellm's prices; local models cost 0); null: no bound."""
-    tokens: Optional[int] = None
+    tokens: int | None = None
     """Prompt plus completion tokens as the model servers report them; null: no bound."""
 
     def __post_init__(self) -> None:
@@ -191,7 +191,7 @@ class BudgetConfig:
 class LaunchConfig:
     """The main job: model x agent x level x seed over the instances of one benchmark."""
 
-    agent: Optional[str] = "miniswe"
+    agent: str | None = "miniswe"
     """A key of ``agents``: ``miniswe`` (mini-swe-agent on ``model``), ``oracle`` (the gold patch
     through the view) or ``null`` (submits nothing)."""
     model: str = "gemma3-270m"
@@ -212,10 +212,10 @@ class LaunchConfig:
     resume: ResumeConfig = field(default_factory=ResumeConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     judge: JudgeConfig = field(default_factory=JudgeConfig)
-    agents: Dict[str, Any] = field(default_factory=default_agents)
+    agents: dict[str, Any] = field(default_factory=default_agents)
     """Named agents: ``kind`` (llm, oracle, null) plus fields of ``raydist.agents.AgentSettings``;
     ``miniswe`` (mini-swe-agent), ``oracle`` and ``null`` by default (``default_agents``)."""
-    local_models: Dict[str, Any] = field(default_factory=dict)
+    local_models: dict[str, Any] = field(default_factory=dict)
     """Models raydist serves itself (``raydist.cluster.serving.serve_model``), by name."""
     data_root: str = "${oc.env:RAYDIST_DATA_ROOT,../shared/data}"
     """Data sets that no package ships; the ``benchmark`` group reads files below it."""
@@ -223,7 +223,7 @@ class LaunchConfig:
     """Host cache: sdists, wheelhouses, repository snapshots, view preparations, file hashes."""
     output_root: str = "runs"
     """Run directories live below it: ``<benchmark>/<agent>/<model>/<levels>__s<seeds>``."""
-    storage: Optional[str] = None
+    storage: str | None = None
     """Where run directories and the shared caches are kept besides this disk: a folder (e.g. a
     shared mount) or a URI ``pyarrow.fs`` opens (``file:///...``, ``s3://bucket/prefix``,
     ``gs://...``, ``hdfs://...``; credentials from the environment). The run directory under

@@ -10,16 +10,16 @@ rows are written through one ``RowSink`` per run directory.
 from __future__ import annotations
 
 import signal
-from dataclasses import replace
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 
 from raydist.cluster.budget import BUDGET_FILE, Spending
 from raydist.cluster.gate import GateResult
 from raydist.cluster.runner import raise_interrupt
 from raydist.driver import phases
-from raydist.driver.report import compile_tables, exit_status, report
 from raydist.driver.plan import Job, JobError
+from raydist.driver.report import compile_tables, exit_status, report
 from raydist.outcomes import InfrastructureError
 
 

@@ -8,8 +8,8 @@ so that those of earlier launches (resume) count as well.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Callable, Mapping
 
 from raydist.cluster.gate import GateResult, View, judge
 from raydist.cluster.plan import SCRIPTED_AGENTS, RunUnit

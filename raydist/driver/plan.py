@@ -8,17 +8,18 @@ nothing: no Docker, no Ray, no model; it never assembles or downloads a model's 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from raydist._util.run_dirs import GATE_DIR
+from raydist.agents.settings import AgentSettings
 from raydist.cluster.plan import SCRIPTED_AGENTS, RunUnit, build_plan, expand_levels, unit_config_hash
 from raydist.cluster.prepare import with_preparation
 from raydist.cluster.runner import RayOptions
-from raydist.agents.settings import AgentSettings
 from raydist.cluster.unit import UnitSettings
 from raydist.driver.config import ConfigError, check_config
 from raydist.driver.identity import IdentityError, WeightsUnavailable, agent_prompts_digest, model_identity
@@ -89,7 +90,7 @@ class Job:
         return cache_storage(self.storage, self.settings.cache_dir, kind)
 
     @classmethod
-    def from_config(cls, cfg: DictConfig, run_dir: str | Path) -> "Job":
+    def from_config(cls, cfg: DictConfig, run_dir: str | Path) -> Job:
         """``plan_job``."""
         return plan_job(cfg, run_dir)
 
@@ -188,7 +189,8 @@ def _plan(cfg: DictConfig, run_dir: Path) -> Job:
     return Job(units=units, instances={i.instance_id: i for i in instances}, settings=settings,
                ray=_ray_options(cfg), agent=agent, model=ServedModel(model, local if kind == "llm" else None),
                view_model=view_model, run_dir=run_dir, retry_errors=bool(cfg.resume.retry_errors), title=title,
-               gate=gate, judge=None if judge is None else judge[0], keys_unknown="; ".join(dict.fromkeys(unknown or [])),
+               gate=gate, judge=None if judge is None else judge[0],
+               keys_unknown="; ".join(dict.fromkeys(unknown or [])),
                budget=Budget(**_container(cfg.budget)),
                storage=None if cfg.get("storage") is None else str(cfg.storage), output_root=Path(cfg.output_root))
 
@@ -198,10 +200,10 @@ def _judge(cfg: DictConfig, instances, levels, local_models: dict, cache_dir: Pa
     judge, what the unit keys hash of it, JudgeSettings)``; None for a launch without questions.
     Raises ``JobError`` for a question at a level with L4, whose rewrites must pass the
     instance's tests (SWE-QA has none), and for a judge model that cannot be served."""
+    from raydist._util.hashing import stable_hash
     from raydist.qa.judge import JudgeSettings, load_judge_prompt
     from raydist.tasks.swe_qa import is_qa
     from raydist.views import levels_needing
-    from raydist._util.hashing import stable_hash
 
     if not any(is_qa(i) for i in instances):
         return None

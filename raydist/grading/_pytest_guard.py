@@ -118,7 +118,8 @@ def _take_snapshot():
 
 
 def _label(owner):
-    return "%s.%s" % (getattr(owner, "__module__", "?"), getattr(owner, "__qualname__", getattr(owner, "__name__", "?")))
+    return "%s.%s" % (getattr(owner, "__module__", "?"),
+                      getattr(owner, "__qualname__", getattr(owner, "__name__", "?")))
 
 
 def _origin(value):

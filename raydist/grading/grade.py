@@ -9,7 +9,8 @@ pytest's junit XML through a channel the tests cannot forge by printing
 a guard plugin that catches in-process rewriting of pytest's reporting
 (:mod:`raydist.grading.guard`); a test command that is not one
 plain pytest call is graded from its log with the log parser swebench uses for the
-instance's repository (``raydist.grading.outcomes.log_parser_for``; ``grading_channel="log"``). The instance is resolved iff every FAIL_TO_PASS and every
+instance's repository (``raydist.grading.outcomes.log_parser_for``;
+``grading_channel="log"``). The instance is resolved iff every FAIL_TO_PASS and every
 PASS_TO_PASS test passes (swebench.harness.grading: ``get_eval_tests_report`` /
 ``get_resolution_status``); an id the run did not report is ``MISSING`` and never passes.
 """
@@ -27,11 +28,19 @@ import docker
 from raydist.grading.apply import ApplyResult, apply_patch
 from raydist.grading.guard import check_guard, guard_statuses, parse_guard
 from raydist.grading.infra import infra_changes, infra_kind, packaging_changes
-from raydist.grading.junit import (check_report, guard_record_path, is_pytest_command, junit_key, parse_junit,
-                                   report_path, run_script, setup_script)
-from raydist.outcomes import InfrastructureError
+from raydist.grading.junit import (
+    check_report,
+    guard_record_path,
+    is_pytest_command,
+    junit_key,
+    parse_junit,
+    report_path,
+    run_script,
+    setup_script,
+)
 from raydist.grading.outcomes import MISSING, is_resolved, parse_test_log, statuses_of
 from raydist.grading.test_files import restore_command, touched_files
+from raydist.outcomes import InfrastructureError
 from raydist.sandbox import Limits, Sandbox
 
 RESTORE_TIMEOUT = 120.0

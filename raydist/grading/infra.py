@@ -10,10 +10,10 @@ them (``test_infra_changed``). So are packaging metadata files (``*.dist-info/``
 ``*.egg-info/``, ``*.egg-link``, ``*.pth``, ``entry_points.txt``): ``importlib.metadata`` reads
 them from every ``sys.path`` entry, ``/testbed`` included, and pytest loads every ``pytest11``
 entry point they declare before any conftest. Most of these are build products absent from
-git, so they are compared with the tree as it was before the patch, not with ``HEAD``. This goes one step past SWE-bench, which only resets the files
-``test_patch`` touches: a ``conftest.py`` hook can rewrite every report, so a patch that
-changes one cannot be graded by the reports it produces. No gold patch of the SWE-bench sets
-in ``shared/data`` touches such a file.
+git, so they are compared with the tree as it was before the patch, not with ``HEAD``. This goes
+one step past SWE-bench, which only resets the files ``test_patch`` touches: a ``conftest.py``
+hook can rewrite every report, so a patch that changes one cannot be graded by the reports it
+produces. No gold patch of the SWE-bench sets in ``shared/data`` touches such a file.
 """
 from __future__ import annotations
 

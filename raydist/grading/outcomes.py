@@ -14,8 +14,7 @@ from collections.abc import Callable, Iterable
 from types import SimpleNamespace
 
 from swebench.harness.constants import FAIL_TO_PASS, PASS_TO_PASS, ResolvedStatus
-from swebench.harness.grading import (_resolve_case, get_eval_tests_report,
-                                      get_resolution_status)
+from swebench.harness.grading import _resolve_case, get_eval_tests_report, get_resolution_status
 from swebench.harness.log_parsers import PARSER_REGISTRY
 from swebench.harness.log_parsers.python import MAP_REPO_TO_PARSER_PY, parse_log_pytest
 

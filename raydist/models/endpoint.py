@@ -7,8 +7,9 @@ time and never stored in a config, trajectory or result.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import litellm
 

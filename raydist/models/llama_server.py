@@ -139,7 +139,7 @@ def _download_sources(version: str, work: Path) -> Path:
 
 
 def _run(argv: list[str], what: str) -> None:
-    done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
     if done.returncode != 0:
         tail = "\n".join(done.stdout.splitlines()[-25:])
         raise RuntimeError(f"llama-server {what} failed (exit {done.returncode}): {' '.join(argv)}\n{tail}")

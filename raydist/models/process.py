@@ -292,7 +292,7 @@ class ServerProcess:
             f"log {self.log_path}, last lines:\n{self.log_tail()}"
         )
 
-    def __enter__(self) -> "ServerProcess":
+    def __enter__(self) -> ServerProcess:
         self.start()
         return self
 

@@ -52,10 +52,10 @@ makes ``assert f(x) == y`` hold without the right answer; that is a property of 
 benchmark's tests, not of the execution, and is not closed here. So is patching a method of
 a stdlib *class* the tests use (``collections.Counter.__eq__``), bytecode crafted through
 ``marshal.loads`` (the import system reads every ``.pyc`` with it, so it cannot be refused
-cheaply), and a way around the audit hook that CPython itself has no event for. ``"script"`` programs get the same proof channel
-(an early exit is never ``passed``) but none of the closures above, and may use ``ctypes``
-(the sandbox's own tests need it to get past the hook): a script's ``passed`` is not proof
-against a hostile program, which is why scoring uses ``"tests"``.
+cheaply), and a way around the audit hook that CPython itself has no event for. ``"script"``
+programs get the same proof channel (an early exit is never ``passed``) but none of the closures
+above, and may use ``ctypes`` (the sandbox's own tests need it to get past the hook): a script's
+``passed`` is not proof against a hostile program, which is why scoring uses ``"tests"``.
 
 Always blocked (ends the program at once, so no ``except`` can swallow it): every
 ``socket.*`` event and every way to start a process (``os.fork``, ``os.forkpty``,
@@ -198,7 +198,8 @@ def _report(error: BaseException) -> None:
 
 
 def _make_hook(strict: bool, allow_frames: list, finish=_finish, realpath=os.path.realpath,
-               isinstance=isinstance, str=str, bytes=bytes, dynload=sysconfig.get_path("platstdlib")):
+               isinstance=isinstance, str=str, bytes=bytes,
+               dynload=sysconfig.get_path("platstdlib")):  # noqa: B008 - a str, bound once at definition on purpose
     """The audit hook; everything it uses is bound here, out of the program's reach."""
     blocked, prefixes = BLOCKED_EVENTS, BLOCKED_PREFIXES
     strict_events, strict_prefixes, frames, paths = STRICT_EVENTS, STRICT_PREFIXES, FRAME_ATTRIBUTES, PATH_EVENTS

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
-                      model_validator)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-__all__ = ["Analysis", "BudgetSection", "Evaluation", "Execution", "Generation", "ProblemsSettings", "Requests", "SettingError",
-           "register", "settings_from"]
+__all__ = ["Analysis", "BudgetSection", "Evaluation", "Execution", "Generation", "ProblemsSettings", "Requests",
+           "SettingError", "register", "settings_from"]
 
 PIPELINES = ("full", "generate", "evaluate")
 BASELINES = ("char_noise", "token_noise", "demo_deletion", "doc_to_comments", "variable_rename", "function_rename")
@@ -114,7 +113,7 @@ class Evaluation(_Section):
         return value
 
     @model_validator(mode="after")
-    def _k_within_n(self) -> "Evaluation":
+    def _k_within_n(self) -> Evaluation:
         if any(k > self.n for k in self.k):
             raise _own(f"evaluation.k={list(self.k)} asks for more samples than evaluation.n={self.n}; raise n or "
                        "lower k")

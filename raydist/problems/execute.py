@@ -72,10 +72,11 @@ class ExecLimits:
     ``wall_seconds`` TERM, then KILL 1 s later, to the program's process group: sleeping or
     blocked programs. ``memory_mb`` RLIMIT_AS in MB: huge allocations fail with ``MemoryError``
     instead of starving the machine. ``max_processes`` RLIMIT_NPROC of the program's uid
-    (threads count, the runner's own two among them): fork bombs that get past the audit hook. ``output_bytes``: how much of
-    the end of the merged stdout/stderr is kept. ``file_mb`` RLIMIT_FSIZE in MB, also the most
-    a program may print: a program filling the disk. ``scratch_mb``: the tmpfs holding the
-    program's directory and its output, counted against the container's memory.
+    (threads count, the runner's own two among them): fork bombs that get past the audit hook.
+    ``output_bytes``: how much of the end of the merged stdout/stderr is kept. ``file_mb``
+    RLIMIT_FSIZE in MB, also the most a program may print: a program filling the disk.
+    ``scratch_mb``: the tmpfs holding the program's directory and its output, counted against
+    the container's memory.
     """
 
     cpu_seconds: int = 5
@@ -137,7 +138,8 @@ class ProgramRunner:
     ``ValueError`` for ``workers < 1``.
     """
 
-    def __init__(self, client: docker.DockerClient, image: str, *, limits: ExecLimits = ExecLimits(),
+    def __init__(self, client: docker.DockerClient, image: str, *,
+                 limits: ExecLimits = ExecLimits(),  # noqa: B008 - ExecLimits is a frozen dataclass
                  workers: int = 1) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
@@ -192,7 +194,7 @@ class ProgramRunner:
             slot.sandbox.remove()
         self._slots = []
 
-    def __enter__(self) -> "ProgramRunner":
+    def __enter__(self) -> ProgramRunner:
         return self
 
     def __exit__(self, *exc_info) -> None:

@@ -6,8 +6,9 @@ so an answer is stored under the hash of everything that determines it and a rep
 is answered from the cache: a folder (``<cache_dir>/problems/llm`` on the driver, or
 ``<storage>/_cache/problems/llm``) that Ray tasks reach through the driver-side
 ``raydist.cluster.cache_host.HostedCache``, so an answer given on one node is found on every
-other. Every call, answered, cached or failed, is appended to ``calls``; a failed call raises :class:`LLMCallFailed` after it is recorded, so the caller can record the
-failed variant instead of dropping it.
+other. Every call, answered, cached or failed, is appended to ``calls``; a failed call raises
+:class:`LLMCallFailed` after it is recorded, so the caller can record the failed variant instead
+of dropping it.
 """
 
 from __future__ import annotations

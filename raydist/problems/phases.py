@@ -207,7 +207,8 @@ def execute(job: ProblemsJob, seed_set: Seeds, validated: Validated, image: str 
 
             args = (ev, job.execution.limits(), hosted_answers(job), job.docker_host, image, job.execution.workers,
                     job.requests)
-            left = fan_out(evaluate_one, todo, lambda i: (i, endpoint, model, *args),
+            left = fan_out(evaluate_one, todo,
+                           lambda i, endpoint=endpoint, model=model, args=args: (i, endpoint, model, *args),
                            store_completion, limit=job.ray.max_concurrency, cpus=job.ray.cpus_per_unit,
                            label=f"completions of {model}", stop=None if admission is None else admission.spent)
             not_started += [{"key": keys[i.item_id], "name": f"completions of {i.item_id} by {model}"}

@@ -17,8 +17,9 @@ to the next phase in memory.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from raydist._util.files import atomic_write_json
 from raydist._util.hashing import stable_hash

@@ -87,7 +87,8 @@ def summary_markdown(dataset: str, generator: str, variants_per_seed: int, ks: l
              f"{numbers['failed_calls']} with a failed LLM call (recorded in llm_calls.jsonl).", "",
              "| validator check | asked | YES rate |", "|---|---:|---:|",
              f"| semantic equivalence with the seed | {numbers['validated']} | {_fmt(numbers['semantic_yes'])} |",
-             f"| consistency with the canonical solution | {numbers['validated']} | {_fmt(numbers['consistent_yes'])} |",
+             f"| consistency with the canonical solution | {numbers['validated']} "
+             f"| {_fmt(numbers['consistent_yes'])} |",
              "", "Rejected at the context generator: {contexts}, at the rewriter's checks: {rewrite}, by the "
              "validator: {validator} (each row's reason is in variants.parquet, column rejection).".format(
                  **numbers["rejected_at"]),
@@ -152,7 +153,8 @@ def diversity_markdown(baselines: list[str], problems: list, accepted: list) -> 
 def diversity_table_markdown(table: list[dict]) -> str:
     """The rows of ``diversity_table`` as the summary's Markdown section."""
     lines = ["", "## Diversity (§4.4; lower similarity = more diverse)", "",
-             "| method | seeds | variants | external BLEU-4 | external semantic | internal BLEU-4 | internal semantic |",
+             "| method | seeds | variants | external BLEU-4 | external semantic | internal BLEU-4 "
+             "| internal semantic |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for r in table:
         lines.append(f"| {r['method']} | {r['seeds']} | {r['variants']} | {_fmt(r['external_bleu4'])} | "

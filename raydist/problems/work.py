@@ -5,8 +5,9 @@ return a record; nothing here reads or writes the run directory.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any, Callable
+from typing import Any
 
 from raydist.problems.config import Evaluation, Generation, Requests
 

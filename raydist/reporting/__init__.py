@@ -7,7 +7,6 @@ one offline HTML file, Markdown and CSV. Above both packages it combines; the la
     write_report(sections, "runs/builtin/report")          # {"html": Path, "markdown": Path, "csv": [Path]}
 """
 
-from raydist.reporting.sections import (Section, report_dir_main, repository_sections, write_report,
-                                        write_sweep_report)
+from raydist.reporting.sections import Section, report_dir_main, repository_sections, write_report, write_sweep_report
 
 __all__ = ["Section", "report_dir_main", "repository_sections", "write_report", "write_sweep_report"]

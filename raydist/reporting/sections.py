@@ -19,8 +19,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from raydist._util.run_dirs import GATE_DIR
-from raydist.analysis.repositories import FIGURE_CATEGORIES, added_action_shares, case_study, level_table
 from raydist.analysis.questions import question_table, split_questions
+from raydist.analysis.repositories import FIGURE_CATEGORIES, added_action_shares, case_study, level_table
 from raydist.analysis.runs import BASELINE, finished_units, load_runs, short_cells, unfinished_run_dirs
 from raydist.analysis.significance import paired_significance, verdict_stability
 from raydist.results.report import find_run_dirs
@@ -216,7 +216,8 @@ def _case_studies(table) -> list[Section]:
         blocks = tuple((f"{u['level']} seed {u['seed']}: final patch (original coordinates)",
                         u["model_patch"] or "(empty patch)") for u in case["units"])
         sections.append(Section(
-            id=f"case-study-{len(sections) + 1}", title=f"Case study (Figure 4): {case['instance_id']}, {model} / {agent}",
+            id=f"case-study-{len(sections) + 1}",
+            title=f"Case study (Figure 4): {case['instance_id']}, {model} / {agent}",
             text=(f"Chosen because: {case['reason']}.",),
             columns=("level", "seed", "resolved", "steps", *ACTION_CATEGORIES), rows=rows, blocks=blocks))
     if skipped and sections:
@@ -268,8 +269,8 @@ def write_report(sections: Sequence[Section], out_dir: str | Path, *, title: str
     every figure embedded: it opens offline), ``report.md`` and ``<section id>.csv`` for every
     section with a table. Returns ``{"html": Path, "markdown": Path, "csv": [Path, ...]}``.
     Files are replaced atomically. Raises OSError when ``out_dir`` cannot be written."""
-    from raydist.reporting._render import render_csv, render_html, render_markdown
     from raydist._util.files import atomic_write_text
+    from raydist.reporting._render import render_csv, render_html, render_markdown
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

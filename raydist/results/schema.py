@@ -14,7 +14,7 @@ column rather than dropping it.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import pyarrow as pa
 

@@ -5,8 +5,8 @@ built, a view preparation that failed, a Ray task that died) reaches the run dir
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Mapping
 
 from raydist.outcomes import ERRORS, INFRASTRUCTURE_ERROR, OUTCOMES
 
@@ -25,11 +25,11 @@ class Failure:
             raise ValueError(f"Failure.outcome={self.outcome!r}; one of {', '.join(ERRORS)}")
 
     @classmethod
-    def of(cls, fields: Mapping) -> "Failure":
+    def of(cls, fields: Mapping) -> Failure:
         """From ``{"outcome", "error_cause", "error"}`` (``raydist.cluster.unit.error_fields``)."""
         return cls(str(fields["outcome"]), str(fields["error_cause"]), str(fields["error"]))
 
-    def prefixed(self, text: str) -> "Failure":
+    def prefixed(self, text: str) -> Failure:
         """The same failure with ``text`` before its message."""
         return Failure(self.outcome, self.cause, f"{text}{self.error}")
 

@@ -1,22 +1,23 @@
 """Durable result rows and the tables compiled from them.
 
 Each finished unit's row is written at once as ``rows/<key>.parquet`` through a uniquely
-named temporary file and an atomic rename (every file here is written that way), so a driver killed at any moment leaves either the whole row or
-nothing; one file per key means a re-run can never duplicate a row. The unit's step records
-travel in the row dict under ``step_records`` and go to ``steps/<key>.parquet`` the same
-way, before the row, so a row on disk always has its steps beside it; so do its files
-(``files``: trajectory and grading log, sent back from whichever node ran the unit, so the run
-directory on the driver is complete). ``compile`` gathers
-the rows of a plan into ``runs.parquet``, ``steps.parquet`` and ``preds/`` (SWE-bench predictions).
+named temporary file and an atomic rename (every file here is written that way), so a driver
+killed at any moment leaves either the whole row or nothing; one file per key means a re-run can
+never duplicate a row. The unit's step records travel in the row dict under ``step_records`` and
+go to ``steps/<key>.parquet`` the same way, before the row, so a row on disk always has its
+steps beside it; so do its files (``files``: trajectory and grading log, sent back from
+whichever node ran the unit, so the run directory on the driver is complete). ``compile``
+gathers the rows of a plan into ``runs.parquet``, ``steps.parquet`` and ``preds/`` (SWE-bench
+predictions).
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+from collections.abc import Iterable, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable, Mapping
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -25,7 +26,6 @@ from raydist._util.files import atomic_write_parquet, atomic_write_text, tempora
 from raydist.outcomes import OUTCOMES, retryable
 from raydist.results.export import PREDS_DIR, write_predictions
 from raydist.results.schema import RUNS_SCHEMA, STEPS_SCHEMA, conform_table, normalise_row, step_rows, table_from_rows
-
 
 #: Rows ``ResultStore.compile`` holds as one-row tables before combining them (see ``_row_tables``).
 COMBINE_ROWS = 256
@@ -129,11 +129,11 @@ class ResultStore:
         With a ``mirror``, the unit's files, steps and row are then copied there, in that order.
 
         Raises ``OSError`` (e.g. ENOSPC for a full disk, a storage that cannot be written) with
-        the path in the message; the rows already written are untouched. Raises ``KeyError`` naming a missing field or a key
-        that is no column of the row (``normalise_row``), ``ValueError`` naming a key of a step
-        record that is no column of ``steps.parquet`` or a required one it lacks
-        (``table_from_rows``), ``ValueError`` naming a file path outside ``FILE_FOLDERS``;
-        nothing is written then."""
+        the path in the message; the rows already written are untouched. Raises ``KeyError``
+        naming a missing field or a key that is no column of the row (``normalise_row``),
+        ``ValueError`` naming a key of a step record that is no column of ``steps.parquet`` or a
+        required one it lacks (``table_from_rows``), ``ValueError`` naming a file path outside
+        ``FILE_FOLDERS``; nothing is written then."""
         files = {self._file_path(name): text for name, text in (row.get("files") or {}).items()}
         trajectory = [str(path) for path in files if path.parent == self.trajectories_dir]
         if trajectory:

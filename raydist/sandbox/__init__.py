@@ -12,8 +12,14 @@ Public API (docs/architecture.md, ``raydist.sandbox``)::
 from raydist.sandbox.command import ExecResult
 from raydist.sandbox.container import Sandbox
 from raydist.sandbox.engine import SandboxUnavailable, connect, owner_label, sweep_orphans
-from raydist.sandbox.images import (BaseImageMissing, ImageBuildError, InstanceImage,
-                                    base_image_tag, ensure_base_image, ensure_instance_image)
+from raydist.sandbox.images import (
+    BaseImageMissing,
+    ImageBuildError,
+    InstanceImage,
+    base_image_tag,
+    ensure_base_image,
+    ensure_instance_image,
+)
 from raydist.sandbox.limits import Limits
 
 __all__ = [

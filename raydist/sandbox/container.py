@@ -43,8 +43,16 @@ from docker.types import DriverConfig, Mount, Ulimit
 from docker.utils import parse_bytes
 
 from raydist.sandbox.archive import pack_files, unpack_single
-from raydist.sandbox.command import (HOST_SLACK, KILL_GRACE, LOG_DIR, LOG_SIZE, TIMEOUT_CODES, ExecResult,
-                                     split_trailer, wrapped_command)
+from raydist.sandbox.command import (
+    HOST_SLACK,
+    KILL_GRACE,
+    LOG_DIR,
+    LOG_SIZE,
+    TIMEOUT_CODES,
+    ExecResult,
+    split_trailer,
+    wrapped_command,
+)
 from raydist.sandbox.engine import OWNER_LABEL, owner_label
 from raydist.sandbox.limits import Limits
 
@@ -160,7 +168,7 @@ class Sandbox:
         network: str = "none",
         tmpfs: Mapping[str, str] | None = None,
         user: str | None = None,
-    ) -> "Sandbox":
+    ) -> Sandbox:
         """Start a detached, hardened ``sleep infinity`` container from ``image``.
 
         ``name`` is a hint: the container is named ``raydist-<hint>-<8 hex>``. ``labels`` are
@@ -237,8 +245,8 @@ class Sandbox:
         (TERM, then KILL after ``KILL_GRACE`` s); background processes the command started do
         not outlive it. On the host a guard waits at most
         ``timeout + KILL_GRACE + HOST_SLACK`` s, then kills every process in the container but
-        its init and keep-alive process, so a hung exec never blocks the caller. ``timed_out`` is True when the exit code
-        is 124/137 and the time limit was reached (an OOM kill also exits 137, but early).
+        its init and keep-alive process, so a hung exec never blocks the caller. ``timed_out`` is
+        True when the exit code is 124/137 and the time limit was reached (an OOM kill also exits 137, but early).
         """
         if timeout <= 0:
             raise ValueError(f"exec timeout must be positive seconds, got {timeout!r}")
@@ -322,7 +330,7 @@ class Sandbox:
             if exc.status_code != 409:  # 409: removal already in progress
                 raise
 
-    def __enter__(self) -> "Sandbox":
+    def __enter__(self) -> Sandbox:
         return self
 
     def __exit__(self, *exc_info) -> None:

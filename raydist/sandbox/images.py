@@ -5,9 +5,10 @@ An instance image is ``raydist/instance:<recipe.key()>``: the base image plus a 
 (``install_repo``), the injected defect applied, a git repository whose HEAD is that base
 state, and the unprivileged ``agent`` user owning ``/testbed`` (the image's ``USER``). Like
 SWE-bench's env/instance layers the name is a content hash, so an image is built once (and
-again when ``build_steps.BUILD_VERSION`` changes what an image holds) and reused by every run and node that sees the same recipe (docs/architecture.md,
-``raydist.sandbox``). Nothing inside a container touches the network: the sdist and a
-wheelhouse are prepared on the host (:mod:`raydist.sandbox.sources`).
+again when ``build_steps.BUILD_VERSION`` changes what an image holds) and reused by every run
+and node that sees the same recipe (docs/architecture.md, ``raydist.sandbox``). Nothing inside a
+container touches the network: the sdist and a wheelhouse are prepared on the host
+(:mod:`raydist.sandbox.sources`).
 """
 from __future__ import annotations
 
@@ -23,8 +24,7 @@ from docker.errors import ImageNotFound
 
 from raydist.sandbox import build_steps
 from raydist.sandbox.container import Limits, Sandbox
-from raydist.sandbox.sources import (SourceError, build_requires, build_wheelhouse,
-                                     fetch_sdist, file_lock, unpack_sdist)
+from raydist.sandbox.sources import SourceError, build_requires, build_wheelhouse, fetch_sdist, file_lock, unpack_sdist
 
 INSTANCE_REPOSITORY = "raydist/instance"
 # Inside the package, so an installed raydist names the same tag as a source checkout.

@@ -80,8 +80,10 @@ def build_official_image(client, instance, *, cache_dir: Path, base_tag: str | N
     dockerfile = "\n".join([
         f"FROM {own.tag}", "USER root",
         "RUN mkdir -p /opt/miniconda3/bin /opt/miniconda3/envs && "
-        f"ln -s {VENV} /opt/miniconda3/envs/testbed && printf '%s\\n' {shlex.quote(ACTIVATE)} > /opt/miniconda3/bin/activate && "
-        f"{git} update-ref refs/replace/{instance.base_commit} HEAD && chown -R {AGENT_USER}:{AGENT_USER} /testbed/.git",
+        f"ln -s {VENV} /opt/miniconda3/envs/testbed && "
+        f"printf '%s\\n' {shlex.quote(ACTIVATE)} > /opt/miniconda3/bin/activate && "
+        f"{git} update-ref refs/replace/{instance.base_commit} HEAD && "
+        f"chown -R {AGENT_USER}:{AGENT_USER} /testbed/.git",
         f"USER {AGENT_USER}", ""])
     client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, network_mode="none", rm=True,
                         forcerm=True, labels={"raydist.role": "official-layout", "raydist.from": own.tag})

@@ -154,7 +154,7 @@ def build_wheelhouse(install: tuple[str, ...], build: tuple[str, ...], python: s
 def _pip_wheel(requirements: tuple[str, ...], folder: Path) -> None:
     cmd = [sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(folder),
            *requirements]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, check=False)
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-15:])
         raise SourceError(f"pip wheel {' '.join(requirements)} failed:\n{tail}")

@@ -96,16 +96,19 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[str, Any]]:
             try:
                 yield where, json.loads(line)
             except json.JSONDecodeError as error:
-                raise MalformedInstance(where, None, f"is not valid JSON ({error.msg} at column {error.colno})") from None
+                raise MalformedInstance(where, None,
+                                        f"is not valid JSON ({error.msg} at column {error.colno})") from None
 
 
 def _from_json(path: Path) -> list[Instance]:
     try:
         records = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
-        raise MalformedInstance(f"{path}:{error.lineno}", None, f"is not valid JSON ({error.msg})", "fix the file") from None
+        raise MalformedInstance(f"{path}:{error.lineno}", None, f"is not valid JSON ({error.msg})",
+                                "fix the file") from None
     if not isinstance(records, list):
-        raise MalformedInstance(str(path), None, f"is not a JSON list of records (got {type(records).__name__})", "fix the file")
+        raise MalformedInstance(str(path), None, f"is not a JSON list of records (got {type(records).__name__})",
+                                "fix the file")
     return _build(((f"{path}:{n}", r) for n, r in enumerate(records, start=1)), "fix or remove that record")
 
 
@@ -127,7 +130,8 @@ def _from_hf(spec: str, default_split: str) -> list[Instance]:
     try:
         import datasets
     except ImportError as error:
-        raise RuntimeError(f"hf://{spec}: the 'datasets' package is not installed; pip install 'raydist[hf]'") from error
+        raise RuntimeError(f"hf://{spec}: the 'datasets' package is not installed; "
+                           "pip install 'raydist[hf]'") from error
     try:
         rows = datasets.load_dataset(name, split=split)
     except Exception as error:  # datasets raises many unrelated types for "offline" / "no such dataset"

@@ -52,7 +52,8 @@ def instance_from_record(
     tests = {name: _string_tuple(_required(record, name, source), name, source, "test ids") for name in TEST_LISTS}
     if not tests["FAIL_TO_PASS"]:
         # With no test that the fix must turn green, every patch (even an empty one) "resolves".
-        raise MalformedInstance(source, "FAIL_TO_PASS", "is empty: an instance needs at least one test its fix makes pass")
+        raise MalformedInstance(source, "FAIL_TO_PASS",
+                                "is empty: an instance needs at least one test its fix makes pass")
     recipe = _recipe(record, source, default_install)
     consumed = set(REQUIRED_TEXT) | set(OPTIONAL_TEXT) | set(TEST_LISTS)
     if recipe is not None:
@@ -102,7 +103,8 @@ def _recipe(record: dict, source: str, default_install: tuple[str, ...]) -> Reci
     if raw is None:
         return None
     if not isinstance(raw, dict):
-        raise MalformedInstance(source, "sdist", f"is not an object with name, version, sha256 (got {type(raw).__name__})")
+        raise MalformedInstance(source, "sdist",
+                                f"is not an object with name, version, sha256 (got {type(raw).__name__})")
     install = record.get("install")
     return Recipe(
         sdist=_sdist(raw, source),

@@ -13,12 +13,30 @@ shown of the original), ``recover`` (patches back in original coordinates).
 """
 
 from raydist.views.audit import ExposureLog, IdentitySet, find_exposures, identity_tokens
-from raydist.views.base import (IDENTITY, TIMING_OPTIONS, FileRenderer, MissingPreparation, Prepared, RepoFiles,
-                                Translator, View, ViewOptions)
+from raydist.views.base import (
+    IDENTITY,
+    TIMING_OPTIONS,
+    FileRenderer,
+    MissingPreparation,
+    Prepared,
+    RepoFiles,
+    Translator,
+    View,
+    ViewOptions,
+)
 from raydist.views.l2.translator import NamespaceTranslator
 from raydist.views.l3.reorder import file_seed, reorder_file, reorder_source
-from raydist.views.levels import (ALIASES, LEVELS, Level, build_view, implemented_levels, known_levels, levels_needing,
-                                  parse_level, register_level)
+from raydist.views.levels import (
+    ALIASES,
+    LEVELS,
+    Level,
+    build_view,
+    implemented_levels,
+    known_levels,
+    levels_needing,
+    parse_level,
+    register_level,
+)
 from raydist.views.recover import PatchApplyError, apply_patch_to_texts, patched_paths, recover_patch
 
 __all__ = [

@@ -48,8 +48,17 @@ from types import MappingProxyType
 from urllib.parse import urlsplit
 
 from raydist.views.base import RepoFiles
-from raydist.views.vocabulary import (BUILTINS, COMMAND_WORDS, GENERIC_WORDS, KEYWORDS, OUTPUT_WORDS, STDLIB,
-                                       external_attributes, importable_roots, split_subwords)
+from raydist.views.vocabulary import (
+    BUILTINS,
+    COMMAND_WORDS,
+    GENERIC_WORDS,
+    KEYWORDS,
+    OUTPUT_WORDS,
+    STDLIB,
+    external_attributes,
+    importable_roots,
+    split_subwords,
+)
 
 STRONG_KINDS = ("distribution", "package", "project_url", "readme_title")
 _RUN = re.compile(r"[A-Za-z0-9_]+")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from raydist.views.base import Prepared, RepoFiles, View, ViewOptions
 
 
-def canonical(view: View, instance: object, repo: RepoFiles, seed: int, options: ViewOptions, prepared: Prepared) -> View:
+def canonical(view: View, instance: object, repo: RepoFiles, seed: int, options: ViewOptions,
+              prepared: Prepared) -> View:
     """Return ``view`` unchanged: L0 is the baseline every other level is compared to.
 
     SchrodingerRepo §IV (RQ1) compares the canonical instance against each level.

@@ -44,7 +44,8 @@ configfile cachedir FAILED PASSED ERROR SKIPPED XFAIL XPASS
 #: identity token (``raydist.views.audit``) and L2 does not remap it: it says little about the project, and renaming it
 #: would garble every sentence it stands in ("the docs say", "the first line").
 GENERIC_WORDS = frozenset("""
-about above abstract accumulate complement flip fold frequencies identity iterate keywords partition raises access accessor action actions active adapter add added adding address after again against
+about above abstract accumulate complement flip fold frequencies identity iterate keywords partition raises access
+accessor action actions active adapter add added adding address after again against
 algorithm alias aliases align all allow alpha also alternative always analysis and annotations another answer any
 api app append application apply arg args argument arguments array arrays ascii assert asserts async attr attribute
 attributes auth author auto available back backend backends background bad bar base basic batch before begin below
@@ -115,7 +116,7 @@ def external_attributes(stdlib_modules: Iterable[str]) -> frozenset[str]:
     """Attribute names of builtin types and of the given standard-library modules and their classes."""
     names: set[str] = set()
     objects = [obj for obj in vars(builtins).values() if inspect.isclass(obj)]
-    objects += [type(lambda: 0), type(len), type((i for i in ())), type(sys), type(sys.exc_info)]
+    objects += [type(lambda: 0), type(len), type(i for i in ()), type(sys), type(sys.exc_info)]
     for module_name in sorted(set(stdlib_modules)):
         if module_name.split(".")[0] in _NO_IMPORT:
             continue

@@ -224,7 +224,8 @@ def _try(mutation: Mutation, tree: SourceTree, base: frozenset[str], settings: B
             verdict, log = _judged(tree, bug, base, settings)
             if verdict.kept:
                 _check_gold(tree, bug, gold, mutation.file, source)
-                kept = _Kept(mutation, bug, gold, verdict, statements.failure_excerpt(log, verdict.fail_to_pass, mutation))
+                kept = _Kept(mutation, bug, gold, verdict,
+                             statements.failure_excerpt(log, verdict.fail_to_pass, mutation))
         except PatchError:
             verdict = keep.Verdict(False, "patch_does_not_apply")
     row = {"library": release.name, "version": release.version, "sdist_sha256": release.sha256,

@@ -4,7 +4,8 @@ Each operator is one kind of small defect that SWE-smith's procedural modifiers 
 (Yang et al. 2025, "SWE-smith", §2.2: flipped operators, removed conditionals, changed
 constants, swapped arguments, inverted returns):
 
-    flip_comparison   ``<`` <-> ``>=``, ``>`` <-> ``<=``, ``==`` <-> ``!=``, ``is`` <-> ``is not``, ``in`` <-> ``not in``
+    flip_comparison   ``<`` <-> ``>=``, ``>`` <-> ``<=``, ``==`` <-> ``!=``, ``is`` <-> ``is not``,
+                      ``in`` <-> ``not in``
     drop_branch       an ``else`` or ``elif`` branch removed, or an ``if`` without one removed
     off_by_one        an integer literal ``n`` made ``n + 1`` or ``n - 1`` (not inside a collection literal,
                       where integers are data tables, not logic)
@@ -222,7 +223,8 @@ class _Finder(cst.CSTVisitor):
         args = node.args
         for i in range(len(args) - 1):
             a, b = args[i], args[i + 1]
-            if _positional(a) and _positional(b) and self.module.code_for_node(a.value) != self.module.code_for_node(b.value):
+            if (_positional(a) and _positional(b)
+                    and self.module.code_for_node(a.value) != self.module.code_for_node(b.value)):
                 swapped = [*args[:i], a.with_changes(value=b.value), b.with_changes(value=a.value), *args[i + 2:]]
                 self._add("swap_arguments", node, node.with_changes(args=swapped))
 

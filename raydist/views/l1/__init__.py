@@ -5,7 +5,13 @@ writes and verifies it with an LLM before the view is built.
 """
 
 from raydist.views.l1.level import statement_level
-from raydist.views.l1.statement import L1Prompts, StatementResult, load_l1_prompts, paraphrase_budget, reconstruct_statement
+from raydist.views.l1.statement import (
+    L1Prompts,
+    StatementResult,
+    load_l1_prompts,
+    paraphrase_budget,
+    reconstruct_statement,
+)
 
 __all__ = ["L1Prompts", "StatementResult", "load_l1_prompts", "paraphrase_budget", "reconstruct_statement",
            "statement_level"]

@@ -28,9 +28,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from raydist._util.protocols import Complete
 from raydist.prompts import read_templates, render
 from raydist.views.l1._spans import missing_spans, normalise, protected_spans
-from raydist._util.protocols import Complete
 
 __all__ = [
     "ASPECTS",

@@ -33,8 +33,17 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from raydist.views.base import RepoFiles
-from raydist.views.vocabulary import (BUILTINS, COMMAND_WORDS, GENERIC_WORDS, IDENTIFIER, KEYWORDS, OUTPUT_WORDS,
-                                       STDLIB, external_attributes, importable_roots)
+from raydist.views.vocabulary import (
+    BUILTINS,
+    COMMAND_WORDS,
+    GENERIC_WORDS,
+    IDENTIFIER,
+    KEYWORDS,
+    OUTPUT_WORDS,
+    STDLIB,
+    external_attributes,
+    importable_roots,
+)
 
 #: Shorter symbols (``foo``, ``idx``) are too often also string data or parts of composed
 #: names; module and package names may be one character shorter.

@@ -28,8 +28,8 @@ from raydist.views.audit import STRONG_KINDS, IdentitySet, identity_tokens
 from raydist.views.base import IDENTITY, FileRenderer, Prepared, RepoFiles, View, ViewOptions
 from raydist.views.l2.mapping import NameMapping, build_mapping, with_case_variants
 from raydist.views.l2.names import extract_names, is_reserved
-from raydist.views.vocabulary import BUILTINS, COMMAND_WORDS, KEYWORDS, STDLIB
 from raydist.views.l2.translator import NamespaceTranslator
+from raydist.views.vocabulary import BUILTINS, COMMAND_WORDS, KEYWORDS, STDLIB
 
 #: Exclusions of ``extract_names`` that protect no running code: the physical repository keeps
 #: its names, so remapping such a name only changes what the agent reads. An identity token
@@ -98,7 +98,8 @@ def _mapping(plan: NamePlan, identity: str, seed: int, identity_set: IdentitySet
     return with_case_variants(build_mapping(plan.names, plan.tokens, identity, seed), plan.keep, identity_set)
 
 
-def namespace_level(view: View, instance: object, repo: RepoFiles, seed: int, options: ViewOptions, prepared: Prepared) -> View:
+def namespace_level(view: View, instance: object, repo: RepoFiles, seed: int, options: ViewOptions,
+                    prepared: Prepared) -> View:
     """Apply L2 to ``view``: translate the statement, install the translator (§III-C, §III-F).
 
     Records in ``meta``: ``l2_names`` (remapped identifiers, case variants included),

@@ -136,7 +136,8 @@ class Pinning:
                 node.visit(finder)
         return None if finder.found is None else f"call: {_text(finder.found.func)}"
 
-    def decorator_reason(self, deco: cst.Decorator, owner: str, earlier: frozenset[str], shadowed: frozenset[str]) -> str | None:
+    def decorator_reason(self, deco: cst.Decorator, owner: str, earlier: frozenset[str],
+                         shadowed: frozenset[str]) -> str | None:
         """Why decorator ``deco`` of definition ``owner`` pins it, or None when it is pure.
 
         ``earlier``: names already defined in the same body (``@owner.setter`` needs its getter);
@@ -152,7 +153,8 @@ class Pinning:
         root = callee
         while isinstance(root, cst.Attribute):
             root = root.value
-        known = not (isinstance(root, cst.Name) and root.value in shadowed) and self.names.dotted(callee) in PURE_DECORATORS
+        known = (not (isinstance(root, cst.Name) and root.value in shadowed)
+                 and self.names.dotted(callee) in PURE_DECORATORS)
         if not known:
             return f"decorator: {_text(callee)}"
         return self.impure_call(expr.args if isinstance(expr, cst.Call) else (), shadowed)
@@ -238,7 +240,8 @@ class Pinning:
 def _simple_line_reason(pins: Pinning, body: Sequence[cst.BaseSmallStatement], shadowed: frozenset[str]) -> str | None:
     for small in body:
         if isinstance(small, cst.Pass) or (
-            isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString, cst.Ellipsis))
+            isinstance(small, cst.Expr)
+            and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString, cst.Ellipsis))
         ):
             continue
         if isinstance(small, cst.Assign) and all(isinstance(t.target, cst.Name) for t in small.targets):

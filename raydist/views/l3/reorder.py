@@ -25,7 +25,7 @@ from types import MappingProxyType
 
 import libcst as cst
 
-from raydist.views.base import Prepared, FileRenderer, RepoFiles, View, ViewOptions
+from raydist.views.base import FileRenderer, Prepared, RepoFiles, View, ViewOptions
 from raydist.views.l3.deps import (
     Definition,
     call_closure,
@@ -34,7 +34,14 @@ from raydist.views.l3.deps import (
     module_call_reads,
     run_edges,
 )
-from raydist.views.l3.pins import chain_edges, class_bindings, groups, module_pinning, namespace_metaclass, pytest_collected
+from raydist.views.l3.pins import (
+    chain_edges,
+    class_bindings,
+    groups,
+    module_pinning,
+    namespace_metaclass,
+    pytest_collected,
+)
 from raydist.views.l3.sample import sample_linear_extension
 from raydist.views.recover import patched_paths
 
@@ -67,7 +74,8 @@ class _Reorderer:
         # function called at class creation reads is global, so no closure there.
         return call_closure(reads, self.call_reads) if top_level else reads
 
-    def _pin_reason(self, node: Definition, owner: str | None, earlier: frozenset[str], shadowed: frozenset[str]) -> str | None:
+    def _pin_reason(self, node: Definition, owner: str | None, earlier: frozenset[str],
+                    shadowed: frozenset[str]) -> str | None:
         if isinstance(node, cst.FunctionDef):
             reason = self.pins.function_reason(node, earlier, shadowed)
         else:
@@ -200,7 +208,8 @@ def _try_reorder(text: str, instance_id: str, path: str, seed: int) -> tuple[str
     return new, reorderer.pinned, None
 
 
-def reorder_level(view: View, instance: object, repo: RepoFiles, seed: int, options: ViewOptions, prepared: Prepared) -> View:
+def reorder_level(view: View, instance: object, repo: RepoFiles, seed: int, options: ViewOptions,
+                  prepared: Prepared) -> View:
     """Apply L3 to ``view``: reorder the target files' definitions (SchrodingerRepo §III-D).
 
     Records ``meta["l3_files"]`` (targets present in the repo), ``meta["l3_reordered"]``

@@ -7,8 +7,7 @@ from collections import Counter
 
 import libcst as cst
 
-from raydist.views.l4._passes import (_ANY, _ATOMS, _SCOPES, _nested_scope_names, _Pass, _stored, code_of,
-                                     names_in)
+from raydist.views.l4._passes import _ANY, _ATOMS, _SCOPES, _nested_scope_names, _Pass, _stored, code_of, names_in
 
 
 def _one_small(body: cst.BaseSuite):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import symtable
+
 import libcst as cst
 
 _DYNAMIC = {"locals", "vars", "eval", "exec", "dir", "_getframe", "currentframe", "getframeinfo", "stack"}

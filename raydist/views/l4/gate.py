@@ -33,8 +33,14 @@ from dataclasses import dataclass
 import libcst as cst
 
 from raydist.views.l4.rewrite import same_interface
-from raydist.views.l4.splice import (as_module, candidate_text, find_function, shown_function, source_lines,
-                                     splice_function)
+from raydist.views.l4.splice import (
+    as_module,
+    candidate_text,
+    find_function,
+    shown_function,
+    source_lines,
+    splice_function,
+)
 
 REASONS = (
     "no python code block", "code block not closed", "does not parse", "defines no function named",

@@ -32,15 +32,25 @@ from __future__ import annotations
 import ast
 import hashlib
 import random
-from collections import Counter
 import re
+from collections import Counter
 from collections.abc import Sequence
 
 import libcst as cst
 
 from raydist.views.l4._loops import LoopsPass, visible_names
-from raydist.views.l4._passes import (PASSES, _alias, _Augment, _int_locals, _Invert, _rename, _Swap, code_of,
-                                     is_dynamic, names_in)
+from raydist.views.l4._passes import (
+    PASSES,
+    _alias,
+    _Augment,
+    _int_locals,
+    _Invert,
+    _rename,
+    _Swap,
+    code_of,
+    is_dynamic,
+    names_in,
+)
 
 
 def _function_seed(qualname: str, seed: int) -> int:
