@@ -1,7 +1,10 @@
-"""Shared fixtures: the real Docker daemon with raydist's base image.
+"""Shared fixtures: the real Docker daemon with raydist's base image, the embedded model's
+server, the session's shared oracle and null launch; and how the suite is split over
+pytest-xdist workers (``--dist loadgroup``, see ``pytest_collection_modifyitems``).
 
 Outside CI a missing daemon or base image skips the tests that need them, saying how to get
 them; in CI (CI=true) it fails them, because there `launch/setup.sh` must have provided both.
+tests/README.md lists the shared fixtures, what each costs, and where a new test hangs on them.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pathlib import Path
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # a local Ray binds 127.0.0.1
 
 import pytest  # noqa: E402
+from filelock import FileLock  # noqa: E402
 
 from raydist.sandbox import SandboxUnavailable, base_image_tag, connect  # noqa: E402
 
@@ -51,17 +55,23 @@ def toolz_src(tmp_path_factory) -> Path:
     """A pristine unpack of the real toolz 1.0.0 sdist (downloaded once from PyPI, cached);
     tests that change files work on a copy."""
     archive = SDIST_CACHE / "toolz-1.0.0.tar.gz"
-    if not archive.exists():
-        SDIST_CACHE.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "toolz==1.0.0",
-               "-d", str(SDIST_CACHE)]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
-        if done.returncode != 0 or not archive.exists():
-            pytest.skip(f"cannot download the toolz 1.0.0 sdist from PyPI: {done.stderr.strip()[-300:]}")
+    SDIST_CACHE.mkdir(parents=True, exist_ok=True)
+    with FileLock(SDIST_CACHE / "toolz.lock"):  # another worker may be downloading it
+        if not archive.exists():
+            _download_toolz(archive)
     root = tmp_path_factory.mktemp("toolz")
     with tarfile.open(archive) as tar:
         tar.extractall(root, filter="data")
     return root / "toolz-1.0.0"
+
+
+def _download_toolz(archive: Path) -> None:
+    """Downloads the toolz 1.0.0 sdist to ``archive``; skips the test when PyPI cannot give it."""
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "toolz==1.0.0",
+           "-d", str(SDIST_CACHE)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    if done.returncode != 0 or not archive.exists():
+        pytest.skip(f"cannot download the toolz 1.0.0 sdist from PyPI: {done.stderr.strip()[-300:]}")
 
 
 @pytest.fixture
@@ -155,3 +165,60 @@ def slow_model():
     yield server, f"http://127.0.0.1:{server.server_address[1]}/v1"
     server.shutdown()
     server.server_close()
+
+
+@pytest.fixture(scope="session")
+def builtin_launch(client, tmp_path_factory):
+    """The session's shared launch (``tests.launches.BuiltinLaunch``): the oracle, then the null
+    agent, on every built-in instance at every level of ``+sweep=full_levels``, seeds 0 and 1,
+    through ``python -m raydist.launch`` with the real Ray, Docker and embedded model. It costs
+    about ten minutes once; every test that only reads a launch's rows, trajectories, steps,
+    report or views reads this one. Tests must not write into its run directories."""
+    from tests.launches import builtin_launch as run
+
+    return run(tmp_path_factory.mktemp("builtin-launch"))
+
+
+# --- splitting the suite over pytest-xdist workers ------------------------------------------
+#
+# `--dist loadgroup` (pyproject's addopts) sends every test of one xdist_group to one worker and
+# spreads the ungrouped ones test by test. Each rule below keeps a costly thing made once:
+
+#: A fixture made once per worker process, too costly to make on both: its tests share a group.
+SHARED_FIXTURES = {
+    "builtin_launch": "builtin-launch",  # the shared oracle and null launch (about ten minutes)
+    "llama": "llama-server",  # the embedded model's server under the worker's local Ray
+}
+#: Tests that must not share the machine with each other (node loss with short health checks,
+#: SIGKILL of a driver, `ray up` of namespaced hosts) carry this marker and run one at a time.
+WHOLE_MACHINE = "whole_machine"
+
+
+def _module_scoped(item: pytest.Item) -> bool:
+    """Whether ``item`` uses a module- or class-scoped fixture (made once per module, so its
+    module's tests stay on one worker rather than making it on each)."""
+    defs = item._fixtureinfo.name2fixturedefs  # pytest's record of the fixtures the test resolved
+    return any(d.scope in ("module", "class", "package") for chain in defs.values() for d in chain)
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    """The worker group of one test, by the first rule that holds: a shared fixture it uses, the
+    whole-machine marker, a module-scoped fixture (its module's path); None spreads it alone."""
+    for fixture, group in SHARED_FIXTURES.items():
+        if fixture in item.fixturenames:
+            return group
+    if item.get_closest_marker(WHOLE_MACHINE):
+        return WHOLE_MACHINE
+    if _module_scoped(item):
+        return item.nodeid.split("::", 1)[0]
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist names each test by its group
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        group = xdist_group_of(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))

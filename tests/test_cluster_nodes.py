@@ -83,6 +83,7 @@ def connect(cluster: Cluster, *workers: dict) -> list:
     return nodes
 
 
+@pytest.mark.whole_machine
 def test_a_worker_node_lost_mid_sweep_loses_no_unit_and_runs_none_twice(cluster, tmp_path):
     kept, lost = connect(cluster, {"num_cpus": 2, "resources": {"sandbox": 2}},
                          {"num_cpus": 2, "resources": {"sandbox": 2}})

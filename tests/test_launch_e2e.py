@@ -18,92 +18,105 @@ import docker
 import pyarrow.parquet as pq
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.launches import FULL, LEVELS, ROOT, SEEDS, SHARED_VIEW, launch, runs
+
 SHARED = ROOT.parent / "shared" / "data"
 
 pytestmark = [pytest.mark.docker, pytest.mark.ray]
 
 
-def launch(out: Path, *overrides: str, timeout: float = 1500) -> subprocess.CompletedProcess:
-    flags = [o for o in overrides if o.startswith("--")]  # Hydra's flags come before overrides
-    rest = [o for o in overrides if not o.startswith("--")]
-    cmd = [sys.executable, "-m", "raydist.launch", *flags, f"output_root={out}", *rest]
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False)
-
-
-def runs(out: Path, benchmark: str, agent: str, view: str, model: str = "gemma3-270m") -> list[dict]:
-    """The runs table of one launch; ``view`` is its run directory's last part (levels and seeds)."""
-    return pq.read_table(out / benchmark / agent / model / view / "runs.parquet").to_pylist()
-
-
-def raydist_containers() -> list:
+def raydist_containers(keys: set[str] | None = None) -> list:
     """raydist containers whose owning process is gone: what a finished launch must not leave.
-    (Containers of other live raydist processes sharing this daemon are not this test's.)"""
+    (Containers of other live raydist processes sharing this daemon are not this test's.) With
+    ``keys``, only the agent containers of those units (``raydist.unit``), so that another
+    launch running beside this test on the same daemon is not counted."""
     left = []
     for c in docker.from_env().containers.list(all=True, sparse=True, filters={"label": "raydist.owner"}):
-        owner = (c.attrs.get("Labels") or {}).get("raydist.owner", "")
-        pid = owner.rpartition(":")[2]
+        labels = c.attrs.get("Labels") or {}
+        pid = labels.get("raydist.owner", "").rpartition(":")[2]
+        if keys is not None and labels.get("raydist.unit") not in keys:
+            continue
         if pid.isdigit() and not Path(f"/proc/{pid}").exists():
             left.append(c.id)
     return left
 
 
-#: Every level with one L1 paraphrase attempt by the embedded model and deterministic L4
-#: rewrites, so the suite stays within CI's time; the defaults differ only in attempt counts.
-FULL = ("+sweep=full_levels", "view.l1_attempts=1", "view.l4_llm_attempts=0")
-LEVELS = {"L0", "L1", "L2", "L3", "L4", "full"}
-FULL_VIEW = "implemented__s0-1-2"  # the run directory of +sweep=full_levels: its levels and seeds
+#: The summary's L0 line of the shared oracle launch: 12 units (6 instances x 2 seeds), two
+#: actions each, none read, and its audit's totals.
+SUMMARY_L0 = "| - | oracle | L0 | 12 |"
+
+
+# --- the session's shared launch: oracle and null, every level, seeds 0 and 1 ----------------
+
+@pytest.mark.llm
+def test_the_oracle_resolves_every_builtin_unit_at_every_level_and_seed(builtin_launch):
+    rows = builtin_launch.oracle.rows
+    n_instances = len({r["instance_id"] for r in rows})
+    assert n_instances >= 6
+    assert sorted((r["level"], r["seed"]) for r in rows) == sorted(
+        (level, seed) for level in LEVELS for seed in SEEDS for _ in range(n_instances))
+    assert [(r["instance_id"], r["level"], r["seed"]) for r in rows if not r["resolved"]] == []
+    assert all(r["fail_to_pass_passed"] == r["fail_to_pass_total"] for r in rows)
+    assert all(r["memorised_count"] == 0 for r in rows)
+    assert "| oracle | L0 |" in builtin_launch.oracle.stdout and "100.0%" in builtin_launch.oracle.stdout
 
 
 @pytest.mark.llm
-def test_oracle_resolves_every_builtin_unit_and_null_resolves_none(tmp_path):
-    # Two of the sweep's three seeds: enough to see seeds give different views, a third of the time less.
-    res = launch(tmp_path, "agent=oracle", *FULL, "seeds=[0,1]", timeout=3000)
-    assert res.returncode == 0, res.stderr[-3000:]
-    rows = runs(tmp_path, "builtin", "oracle", FULL_VIEW.replace("s0-1-2", "s0-1"))
-    n_instances = len({r["instance_id"] for r in rows})
-    assert n_instances >= 6
-    assert len(rows) == n_instances * len(LEVELS) * 2  # every level x seeds 0, 1
-    assert [r for r in rows if not r["resolved"]] == []
-    assert {r["level"] for r in rows} == LEVELS
-    assert all(r["fail_to_pass_passed"] == r["fail_to_pass_total"] for r in rows)
-    # The exposure audit: views with L2 show no identity token; the others show the statement's.
+def test_the_null_agent_resolves_no_builtin_view_the_oracle_resolved(builtin_launch):
+    rows, null_rows = builtin_launch.oracle.rows, builtin_launch.null.rows
+    assert sorted((r["instance_id"], r["level"], r["seed"]) for r in null_rows) == sorted(
+        (r["instance_id"], r["level"], r["seed"]) for r in rows)
+    assert [r["instance_id"] for r in null_rows if r["resolved"]] == []
+    assert all(r["model_patch"] == "" and r["error"] is None for r in null_rows)
+
+
+@pytest.mark.llm
+def test_views_with_l2_show_no_identity_token_and_the_others_show_the_statements(builtin_launch):
+    rows = builtin_launch.oracle.rows + builtin_launch.null.rows
     assert [r for r in rows
             if "L2" in r["level"] or r["level"] == "full" if r["leak_count"] or r["unmapped_names"]] == []
     assert all(r["leak_count"] > 0 for r in rows if r["level"] in ("L0", "L3", "L4"))
-    assert all(r["memorised_count"] == 0 for r in rows)
+
+
+@pytest.mark.llm
+def test_l1_takes_one_paraphrase_attempt_and_l4_rewrites_a_function_around_every_gold_patch(builtin_launch):
+    rows = builtin_launch.oracle.rows
     assert {r["statement_source"] for r in rows if r["level"] not in ("L1", "full")} == {"canonical"}
     assert {r["statement_attempts"] for r in rows if r["level"] in ("L1", "full")} == {1}
-    # Every instance has a function around its gold patch that L4 rewrote and gated.
     l4 = [json.loads(r["view_meta"]) for r in rows if r["level"] == "L4"]
+    assert len(l4) == len(rows) // len(LEVELS)
     assert all(m["l4_files"] and {f["source"] for f in m["l4_functions"].values()} == {"deterministic"} for m in l4)
-    # Seeds give different views: the oracle's recovered patch carries L3's reordering.
+
+
+@pytest.mark.llm
+def test_seeds_give_different_views_so_the_oracles_recovered_patch_carries_l3s_reordering(builtin_launch):
+    rows = builtin_launch.oracle.rows
+    n_instances = len({r["instance_id"] for r in rows})
     for level in ("L3", "full"):
         patches = {(r["instance_id"], r["model_patch"]) for r in rows if r["level"] == level}
         assert len(patches) > n_instances, level
-    assert "| oracle | L0 |" in res.stdout and "100.0%" in res.stdout
 
-    # The null agent on every level's view of seed 0 (the views the oracle resolved above).
-    res = launch(tmp_path, "agent=null", *FULL, "seeds=[0]", timeout=3000)
+
+@pytest.mark.llm
+def test_the_shared_launch_leaves_no_container_of_its_units(builtin_launch):
+    keys = {r["key"] for r in builtin_launch.oracle.rows + builtin_launch.null.rows}
+    assert len(keys) == len(builtin_launch.oracle.rows) * 2
+    assert raydist_containers(keys) == []
+
+
+@pytest.mark.llm
+def test_rerunning_the_same_command_resumes_without_repeating_a_unit(builtin_launch, tmp_path):
+    null = builtin_launch.null
+    first = {r["key"]: r["finished_at"] for r in null.rows}
+    res = launch(builtin_launch.output_root, *null.overrides, timeout=900)
     assert res.returncode == 0, res.stderr[-3000:]
-    null_rows = runs(tmp_path, "builtin", "null", FULL_VIEW.replace("s0-1-2", "s0"))
-    assert sorted((r["instance_id"], r["level"]) for r in null_rows) == sorted(
-        (r["instance_id"], r["level"]) for r in rows if r["seed"] == 0)
-    assert [r["instance_id"] for r in null_rows if r["resolved"]] == []
-    assert all(r["model_patch"] == "" and r["error"] is None for r in null_rows)
-    assert raydist_containers() == []
+    n = len(first)
+    assert f"{n} units planned, {n} finished before, 0 to run" in res.stdout
+    again = runs(builtin_launch.output_root, "builtin", "null", SHARED_VIEW)
+    assert {r["key"]: r["finished_at"] for r in again} == first
 
 
-def test_rerunning_the_same_command_resumes_without_repeating_a_unit(tmp_path):
-    args = ("agent=null", "benchmark.limit=2", "levels=[L0]")
-    assert launch(tmp_path, *args).returncode == 0
-    first = {r["key"]: r["finished_at"] for r in runs(tmp_path, "builtin", "null", "L0__s0")}
-    res = launch(tmp_path, *args)
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert "2 units planned, 2 finished before, 0 to run" in res.stdout
-    assert {r["key"]: r["finished_at"] for r in runs(tmp_path, "builtin", "null", "L0__s0")} == first
-
-
+@pytest.mark.whole_machine
 def test_sigkill_of_the_driver_then_rerun_leaves_one_row_per_unit_and_no_container(tmp_path):
     args = ["agent=oracle", "levels=[L0,L3]", "seeds=[0]", "cluster.max_concurrency=2"]
     cmd = [sys.executable, "-m", "raydist.launch", f"output_root={tmp_path}", *args]
@@ -126,31 +139,35 @@ def test_sigkill_of_the_driver_then_rerun_leaves_one_row_per_unit_and_no_contain
     assert raydist_containers() == []
 
 
-def test_oracle_run_writes_its_steps_action_counts_and_leak_audit(tmp_path):
-    res = launch(tmp_path, "agent=oracle", "benchmark.limit=1", "levels=[L0]")
-    assert res.returncode == 0, res.stderr[-3000:]
-    [row] = runs(tmp_path, "builtin", "oracle", "L0__s0")
+@pytest.mark.llm
+def test_oracle_run_writes_its_steps_action_counts_and_leak_audit(builtin_launch):
+    oracle = builtin_launch.oracle
+    [row] = [r for r in oracle.rows if (r["instance_id"], r["level"], r["seed"]) == (
+        "jpvanhal__inflection-humanize-id-anchor", "L0", 0)]
     assert (row["actions_edit"], row["actions_submit"], row["actions_read"]) == (1, 1, 0)
     # L0 is the audit's baseline: the statement names three of inflection's 14 identity tokens.
     assert (row["leak_count"], row["leaked_names"], row["unmapped_names"], row["memorised_count"]) == (
         3, '["humanize", "inflection", "titleize"]', 14, 0)
-    steps = pq.read_table(tmp_path / "builtin" / "oracle" / "gemma3-270m" / "L0__s0" / "steps.parquet").to_pylist()
+    steps = pq.read_table(oracle.run_dir / "steps.parquet").to_pylist()
     assert [(s["key"], s["step"], s["category"], s["input_tokens"], s["leak_count"], s["memorised_names"])
-            for s in steps] == [(row["key"], 1, "edit", 0, 0, "[]"), (row["key"], 2, "submit", 0, 0, "[]")]
-    assert "| - | oracle | L0 | 1 | 0.0 | 0.0 | 0.0 | 0.0 | 1.0 | 0.0 | 1.0 | 0.0 | 3 | 0 | 14 |" in res.stdout
+            for s in steps if s["key"] == row["key"]] == [(row["key"], 1, "edit", 0, 0, "[]"),
+                                                           (row["key"], 2, "submit", 0, 0, "[]")]
+    assert len(steps) == 2 * len(oracle.rows)  # an edit and a submit per unit
+    assert SUMMARY_L0 in oracle.stdout
     # Its trajectory and grading log are in the run directory, written once by the driver.
-    run_dir = tmp_path / "builtin" / "oracle" / "gemma3-270m" / "L0__s0"
-    [trajectory] = (run_dir / "trajectories").iterdir()
-    assert row["trajectory"] == str(trajectory)
+    trajectories = sorted((oracle.run_dir / "trajectories").iterdir())
+    assert len(trajectories) == len(oracle.rows)
+    trajectory = Path(row["trajectory"])
+    assert trajectory in trajectories
     assert json.loads(trajectory.read_text())["info"]["exit_status"] == "Submitted"
-    [log] = (run_dir / "grading").iterdir()
-    assert log.name == trajectory.name.replace(".traj.json", ".grading.log")
+    log = oracle.run_dir / "grading" / trajectory.name.replace(".traj.json", ".grading.log")
     assert "passed" in log.read_text()
     # pandas, polars and duckdb read the run's tables as they are (tests/test_run_tables_readers.py)
     from test_run_tables_readers import assert_read_alike
 
-    assert [r["key"] for r in assert_read_alike(run_dir / "runs.parquet")] == [row["key"]]
-    assert len(assert_read_alike(run_dir / "steps.parquet")) == 2
+    assert sorted(r["key"] for r in assert_read_alike(oracle.run_dir / "runs.parquet")) == sorted(
+        r["key"] for r in oracle.rows)
+    assert len(assert_read_alike(oracle.run_dir / "steps.parquet")) == len(steps)
 
 
 def test_unknown_model_name_is_a_clear_error_before_any_unit_runs(tmp_path):
@@ -186,7 +203,7 @@ def test_reference_task_files_run_through_the_same_path(tmp_path, benchmark, n_i
     args = (f"benchmark={benchmark}", f"data_root={SHARED}", *FULL, "seeds=[0]")
     res = launch(tmp_path, "agent=oracle", *args, timeout=3000)
     assert res.returncode == 0, res.stderr[-3000:]
-    rows = runs(tmp_path, benchmark, "oracle", FULL_VIEW.replace("s0-1-2", "s0"))
+    rows = runs(tmp_path, benchmark, "oracle", "implemented__s0")
     assert len(rows) == n_instances * len(LEVELS)
     assert [(r["instance_id"], r["level"]) for r in rows if not r["resolved"]] == []
     assert all(r["memorised_count"] == 0 for r in rows)
