@@ -21,6 +21,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # a local Ray binds 127.0.0.1
+# litellm reads its price map from the package instead of fetching it (a test file may import
+# litellm before raydist.models, which sets the same)
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import pytest  # noqa: E402
 from filelock import FileLock  # noqa: E402
@@ -214,11 +217,26 @@ def xdist_group_of(item: pytest.Item) -> str | None:
     return None
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist names each test by its group
+def _name_by_group(item: pytest.Item, group: str) -> None:
+    """Appends ``@group`` to the test's id, which is how xdist's loadgroup scheduler reads a
+    group. pytest-xdist 3.8 writes it to ``item._nodeid``, which pytest 9.2 no longer reads
+    (a test's id is ``item._id``), so without this every group would be scattered."""
+    from _pytest.nodeid import NodeId
+
+    if not item.nodeid.endswith(f"@{group}"):
+        item._id = NodeId.parse(f"{item.nodeid}@{group}")
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
+    loadgroup = getattr(config.option, "loadgroup", False)  # set on xdist's workers
     for item in items:
-        if item.get_closest_marker("xdist_group"):
+        marker = item.get_closest_marker("xdist_group")
+        group = (marker.args[0] if marker.args else marker.kwargs.get("name", "default")) if marker else \
+            xdist_group_of(item)
+        if group is None:
             continue
-        group = xdist_group_of(item)
-        if group is not None:
+        if marker is None:
             item.add_marker(pytest.mark.xdist_group(group))
+        if loadgroup:
+            _name_by_group(item, group)
