@@ -41,9 +41,10 @@ def raydist_containers(keys: set[str] | None = None) -> list:
     return left
 
 
-#: The summary's L0 line of the shared oracle launch: 12 units (6 instances x 2 seeds), two
-#: actions each, none read, and its audit's totals.
-SUMMARY_L0 = "| - | oracle | L0 | 12 |"
+#: The summary's action and audit line for L0 of the shared oracle launch: 12 units (6
+#: instances x 2 seeds), an edit and a submit each, 34 identity tokens shown and 140 left
+#: visible over the 12 statements (L0 hides nothing).
+SUMMARY_L0 = "| - | oracle | L0 | 12 | 0.0 | 0.0 | 0.0 | 0.0 | 1.0 | 0.0 | 1.0 | 0.0 | 34 | 0 | 140 |"
 
 
 # --- the session's shared launch: oracle and null, every level, seeds 0 and 1 ----------------
@@ -154,6 +155,8 @@ def test_oracle_run_writes_its_steps_action_counts_and_leak_audit(builtin_launch
                                                            (row["key"], 2, "submit", 0, 0, "[]")]
     assert len(steps) == 2 * len(oracle.rows)  # an edit and a submit per unit
     assert SUMMARY_L0 in oracle.stdout
+    l0 = [r for r in oracle.rows if r["level"] == "L0"]
+    assert (sum(r["leak_count"] for r in l0), sum(r["unmapped_names"] for r in l0)) == (34, 140)
     # Its trajectory and grading log are in the run directory, written once by the driver.
     trajectories = sorted((oracle.run_dir / "trajectories").iterdir())
     assert len(trajectories) == len(oracle.rows)
