@@ -133,23 +133,28 @@ class ProgramRunner:
     The image needs ``bash``, ``python3``, and util-linux/procps/coreutils (``setpriv``,
     ``prlimit``, ``pkill``, ``timeout``); raydist's base image has them. Creating the runner
     starts the sandboxes (about half a second each) and proves each by running one program;
-    leaving the ``with`` block removes them. Raises ``docker.errors.ImageNotFound`` for a
-    missing image, ``RuntimeError`` when the image lacks a tool or cannot run that program,
-    ``ValueError`` for ``workers < 1``.
+    leaving the ``with`` block removes them. Slot ``k``'s programs run as uid ``first_uid - k``:
+    RLIMIT_NPROC counts a uid's tasks in every container of the machine, so two pools that run
+    at once on one machine give each other room only with disjoint uids. Raises
+    ``docker.errors.ImageNotFound`` for a missing image, ``RuntimeError`` when the image lacks a
+    tool or cannot run that program, ``ValueError`` for ``workers < 1`` or a root uid.
     """
 
     def __init__(self, client: docker.DockerClient, image: str, *,
                  limits: ExecLimits = ExecLimits(),  # noqa: B008 - ExecLimits is a frozen dataclass
-                 workers: int = 1) -> None:
+                 workers: int = 1, first_uid: int = FIRST_UID) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
+        if first_uid - workers + 1 < 1:
+            raise ValueError(f"first_uid={first_uid} with {workers} workers reaches uid 0; give a higher first_uid")
         self.client, self.image, self.limits, self.workers = client, image, limits, workers
+        self.first_uid = first_uid
         self._run_id = secrets.token_hex(3)
         self._slots: list[_Slot] = []
         self._free: queue.Queue[_Slot] = queue.Queue()
         try:
             for index in range(workers):
-                slot = _Slot(self._start_sandbox(FIRST_UID - index), FIRST_UID - index)
+                slot = _Slot(self._start_sandbox(first_uid - index), first_uid - index)
                 self._slots.append(slot)
                 self._free.put(slot)
         except BaseException:
@@ -158,7 +163,7 @@ class ProgramRunner:
 
     @property
     def sandboxes(self) -> list[Sandbox]:
-        """The pool's current sandboxes; slot ``k``'s programs run there as uid ``FIRST_UID - k``."""
+        """The pool's current sandboxes; slot ``k``'s programs run there as uid ``first_uid - k``."""
         return [slot.sandbox for slot in self._slots]
 
     def run(self, program: Program | str) -> ProgramResult:
@@ -260,7 +265,7 @@ class ProgramRunner:
             self.client, self.image,
             limits=Limits(cpus=1.0, memory=f"{limits.memory_mb + limits.scratch_mb + HARNESS_MB}m",
                           pids=limits.max_processes + HARNESS_PIDS),
-            labels={"raydist.role": "programs"}, name=f"programs-{self._run_id}-{FIRST_UID - uid}",
+            labels={"raydist.role": "programs"}, name=f"programs-{self._run_id}-{self.first_uid - uid}",
             network="none", tmpfs={"/tmp": f"size={limits.scratch_mb}m,mode=0755"},
         )
         try:
