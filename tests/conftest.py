@@ -205,8 +205,11 @@ def _module_scoped(item: pytest.Item) -> bool:
 
 
 def xdist_group_of(item: pytest.Item) -> str | None:
-    """The worker group of one test, by the first rule that holds: a shared fixture it uses, the
-    whole-machine marker, a module-scoped fixture (its module's path); None spreads it alone."""
+    """The worker group of one test, by the first rule that holds: its own ``xdist_group``
+    marker, a shared fixture it uses, the whole-machine marker, a module-scoped fixture (its
+    module's path); None spreads it alone."""
+    if marker := item.get_closest_marker("xdist_group"):
+        return marker.args[0] if marker.args else marker.kwargs.get("name", "default")
     for fixture, group in SHARED_FIXTURES.items():
         if fixture in item.fixturenames:
             return group
@@ -231,12 +234,6 @@ def _name_by_group(item: pytest.Item, group: str) -> None:
 def pytest_collection_modifyitems(config, items):
     loadgroup = getattr(config.option, "loadgroup", False)  # set on xdist's workers
     for item in items:
-        marker = item.get_closest_marker("xdist_group")
-        group = (marker.args[0] if marker.args else marker.kwargs.get("name", "default")) if marker else \
-            xdist_group_of(item)
-        if group is None:
-            continue
-        if marker is None:
-            item.add_marker(pytest.mark.xdist_group(group))
-        if loadgroup:
+        group = xdist_group_of(item)
+        if group is not None and loadgroup:
             _name_by_group(item, group)
