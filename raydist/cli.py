@@ -1,8 +1,8 @@
 """The ``raydist`` command: one front door to the Hydra entry points and the run reports.
 
     raydist run [overrides] [hydra flags]      the main job          (python -m raydist.launch)
-    raydist problems [overrides] [flags]       DyCodeEval problems   (python -m raydist.problems.launch)
-    raydist probe [overrides] [flags]          the recall probe      (python -m raydist.recall)
+    raydist problems [overrides] [flags]       DyCodeEval problems   (python -m raydist.launch_problems)
+    raydist probe [overrides] [flags]          the recall probe      (python -m raydist.launch_recall)
     raydist plan --dry-run [overrides]         the plan, no unit runs (python -m raydist.launch dry_run=true)
     raydist config show [--problems] [...]     the resolved config   (python -m raydist.launch --cfg job --resolve)
     raydist report RUN_DIR_OR_ROOT...          the summary table of finished run directories
@@ -27,8 +27,8 @@ from pathlib import Path
 from raydist import build_tasks
 
 MAIN = "raydist.launch"
-PROBLEMS = "raydist.problems.launch"
-PROBE = "raydist.recall"
+PROBLEMS = "raydist.launch_problems"
+PROBE = "raydist.launch_recall"
 
 _RUN_EPILOG = """\
 Every other argument goes to Hydra unchanged: overrides `key=value`, `+key=value` (add),
@@ -125,11 +125,11 @@ def build_parser() -> argparse.ArgumentParser:
     hydra_command("run", "Run the main job: model x agent x level x seed over a benchmark's instances "
                   "(python -m raydist.launch).", "raydist run [overrides ...] [hydra flags ...]")
     hydra_command("problems", "Run the DyCodeEval dynamic-problems job: seed problems -> variants -> models "
-                  "under test -> pass@k, DyPass@k, diversity (python -m raydist.problems.launch; its config is "
+                  "under test -> pass@k, DyPass@k, diversity (python -m raydist.launch_problems; its config is "
                   "conf/problems.yaml).", "raydist problems [overrides ...]", _PROBLEMS_EPILOG)
     hydra_command("probe", "Run the recall probe: a model sees each instance's problem statement (round by round, "
                   "more of it) and names the files, symbols, repair, patch and tests it expects, scored against the "
-                  "hidden gold patches -> a leakage level per instance (python -m raydist.recall; its config is "
+                  "hidden gold patches -> a leakage level per instance (python -m raydist.launch_recall; its config is "
                   "conf/recall.yaml).", "raydist probe [overrides ...]", _PROBE_EPILOG)
     plan = hydra_command("plan", "Print the main job's plan (units, images, views) without running any unit "
                          "(python -m raydist.launch dry_run=true).", "raydist plan [--dry-run] [overrides ...]")

@@ -11,7 +11,8 @@ server not starting: ``infrastructure_error``, one line naming it and what to do
 setting or input that is wrong (named, before anything starts); 3 when ``budget.*`` was spent
 and kept units from starting, none ended in an error (``summary.md`` names them); 130 when
 interrupted. A ``--multirun``
-runs every job even when one fails, then exits with the highest status, naming each failed job.
+runs every job even when one fails, then exits with the highest status, naming each failed job
+(the skeleton every entry shares: ``raydist.launcher``).
 
 Examples::
 
@@ -23,20 +24,12 @@ Examples::
 
 from __future__ import annotations
 
-import os
 import sys
-import traceback
 
-os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
+from omegaconf import DictConfig, OmegaConf
 
-import hydra  # noqa: E402
-from hydra.core.hydra_config import HydraConfig  # noqa: E402
-from omegaconf import DictConfig, OmegaConf  # noqa: E402
-
-import raydist.driver.config  # noqa: E402,F401 - registers the schema (launch_schema) with Hydra
-from raydist.driver.plan import JobError  # noqa: E402
-from raydist.outcomes import InfrastructureError  # noqa: E402
+from raydist import launcher  # first: the environment defaults, before Ray or litellm is imported
+from raydist.driver.config import UNNAMED_OVERRIDES
 
 
 def view_dir(levels, seeds) -> str:
@@ -54,7 +47,6 @@ def job_subdir(overrides) -> str:
     ``raydist.driver.config.UNNAMED_OVERRIDES``), so no two jobs of a sweep share a table;
     nothing when no such override is given."""
     from raydist._util.run_dirs import job_name
-    from raydist.driver.config import UNNAMED_OVERRIDES
 
     name = job_name(overrides, UNNAMED_OVERRIDES)
     return f"/{name}" if name else ""
@@ -64,85 +56,42 @@ OmegaConf.register_new_resolver("agent_name", lambda a: "null" if a is None else
 OmegaConf.register_new_resolver("view_dir", view_dir, replace=True)
 OmegaConf.register_new_resolver("job_subdir", job_subdir, replace=True)
 
-#: ``(job overrides, run directory, status)`` of every job of this process that did not end 0.
-FAILED: list[tuple[str, str, int]] = []
-#: The run directory of every job of this process that ran (not a dry run, not refused), in order.
-RUN_DIRS: list[str] = []
-
 
 def launch(cfg: DictConfig, run_dir: str) -> int:
     """Plan the job of ``cfg`` and run it into ``run_dir`` (or print the plan when
-    ``cfg.dry_run``); returns the exit status. Never raises: a user error prints one line
-    (status 2), a failure of the machine or a service one line (status 1), anything else its
-    traceback (status 1)."""
+    ``cfg.dry_run``); returns the exit status. Raises what the skeleton maps to a status
+    (``raydist.launcher.exit_status_of``): ``JobError`` (2), ``InfrastructureError`` (1)."""
     from raydist.driver.plan import plan_job
 
-    try:
-        job = plan_job(cfg, run_dir)
-        if cfg.dry_run:
-            from raydist.driver.dry_run import print_plan
+    job = plan_job(cfg, run_dir)
+    if cfg.dry_run:
+        from raydist.driver.dry_run import print_plan
 
-            print_plan(job, cfg)
-            return 0
-        from raydist.driver.drive import run_job
+        print_plan(job, cfg)
+        return 0
+    from raydist.driver.drive import run_job
 
-        return run_job(job)
-    except JobError as exc:
-        print(f"raydist: error: {exc}", file=sys.stderr, flush=True)
-        return 2
-    except InfrastructureError as exc:
-        print(f"raydist: error: {exc}", file=sys.stderr, flush=True)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    except Exception:  # noqa: BLE001 - one job's failure must not stop the next of a multirun
-        traceback.print_exc()
-        return 1
+    return run_job(job)
 
 
-@hydra.main(config_path="conf", config_name="config", version_base="1.3")
-def main(cfg: DictConfig) -> int:
-    """One Hydra job: build the plan from the config and hand it on. Records a failure in
-    ``FAILED`` instead of exiting, so a ``--multirun`` goes on with its next job; an
-    interrupt stops the whole sweep."""
-    hydra_cfg = HydraConfig.get()
-    status = launch(cfg, hydra_cfg.runtime.output_dir)
-    if not cfg.dry_run and status != 2:  # 2: refused before it ran (a setting, a run directory in use)
-        RUN_DIRS.append(hydra_cfg.runtime.output_dir)
-    if status:
-        FAILED.append((" ".join(hydra_cfg.overrides.task) or "(defaults)", hydra_cfg.runtime.output_dir, status))
-    if status == 130:
-        sys.exit(130)
-    return status
+def _preflight(argv: list[str]) -> str | None:
+    from raydist.driver.preflight import preflight
+
+    return preflight(argv)
+
+
+ENTRY = launcher.Entry(
+    config_name="config", run=launch, preflight=_preflight,
+    docker_host=lambda cfg: cfg.sandbox.docker_host,
+    # 2: refused before it ran (a setting, a run directory in use); a dry run writes no table
+    ran=lambda cfg, status: status != launcher.EXIT_SETTING and not cfg.dry_run)
+"""The main job as the launcher skeleton runs it."""
 
 
 def cli(argv: list[str] | None = None) -> int:
     """``python -m raydist.launch``: check every job's settings (``raydist.driver.preflight``),
     run Hydra, and return the exit status, naming each failed job of a multirun."""
-    from raydist.driver.preflight import preflight
-
-    argv = sys.argv[1:] if argv is None else argv
-    problem = preflight(argv)
-    if problem:
-        print(f"raydist: error: {problem}", file=sys.stderr, flush=True)
-        return 2
-    interrupted = False
-    try:
-        main()
-    except SystemExit as exc:
-        if exc.code not in (None, 0, 130):
-            return int(exc.code) if isinstance(exc.code, int) else 1
-        interrupted = exc.code == 130
-    if not interrupted:
-        from raydist.reporting import write_sweep_report
-
-        write_sweep_report(RUN_DIRS)
-    if not FAILED:
-        return 0
-    if "--multirun" in argv or "-m" in argv:
-        for overrides, run_dir, status in FAILED:
-            print(f"raydist: failed job (exit {status}): {overrides} -> {run_dir}", file=sys.stderr, flush=True)
-    return max(status for _, _, status in FAILED)
+    return launcher.launch(ENTRY, argv)
 
 
 if __name__ == "__main__":

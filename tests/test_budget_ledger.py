@@ -1,6 +1,6 @@
 """The launch's ledger covers every model call: L1/L4 view building in the main launcher and
 DyCodeEval's generation in the problems launcher, each run for real (``raydist.launch``,
-``raydist.problems.launch``) against a scripted model whose usage numbers are known."""
+``raydist.launch_problems``) against a scripted model whose usage numbers are known."""
 
 from __future__ import annotations
 
@@ -49,13 +49,13 @@ def test_a_dycodeeval_generation_books_every_call_and_a_spent_budget_starts_no_v
               "cluster.max_concurrency=1")
     with scripted_server([reply("Nothing useful.", 25, 8)]) as (server, api_base):
         stub = [s.format(api_base=api_base) for s in STUB]
-        res = run("raydist.problems.launch", *common, *stub, "budget.tokens=1")
+        res = run("raydist.launch_problems", *common, *stub, "budget.tokens=1")
         assert res.returncode == EXIT_BUDGET_SPENT, res.stdout[-3000:] + res.stderr[-3000:]
         run_dir = next(tmp_path.glob("problems/*/*/budget.json")).parent
         stopped = json.loads((run_dir / "budget.json").read_text())
         summary = (run_dir / "summary.md").read_text()
         first_calls = server.calls
-        res = run("raydist.problems.launch", *common, *stub)
+        res = run("raydist.launch_problems", *common, *stub)
         assert res.returncode in (0, 1), res.stdout[-3000:] + res.stderr[-3000:]
         second_calls = server.calls - first_calls
         full = json.loads((run_dir / "budget.json").read_text())

@@ -28,12 +28,12 @@ def test_run_passes_overrides_and_hydra_flags_in_order():
 
 def test_probe_runs_the_recall_probe_entry():
     argv, _ = command(["probe", "benchmark.limit=2", "--cfg", "job"])
-    assert argv == [PY, "-m", "raydist.recall", "benchmark.limit=2", "--cfg", "job"]
+    assert argv == [PY, "-m", "raydist.launch_recall", "benchmark.limit=2", "--cfg", "job"]
 
 
 def test_problems_runs_the_problems_entry():
     argv, _ = command(["problems", "benchmark=mbpp", "--cfg", "job"])
-    assert argv == [PY, "-m", "raydist.problems.launch", "benchmark=mbpp", "--cfg", "job"]
+    assert argv == [PY, "-m", "raydist.launch_problems", "benchmark=mbpp", "--cfg", "job"]
 
 
 @pytest.mark.parametrize("args", [["plan", "--dry-run", "agent=oracle"], ["plan", "agent=oracle"]])
@@ -47,7 +47,7 @@ def test_config_show_is_hydra_cfg_job_of_either_entry():
     assert command(["config", "show", "agent=null", "--resolve"])[0] == [
         PY, "-m", "raydist.launch", "--cfg", "job", "--resolve", "agent=null"]
     assert command(["config", "show", "--problems"])[0] == [
-        PY, "-m", "raydist.problems.launch", "--cfg", "job", "--resolve"]
+        PY, "-m", "raydist.launch_problems", "--cfg", "job", "--resolve"]
 
 
 def test_report_runs_in_process_with_its_paths():

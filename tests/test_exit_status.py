@@ -45,7 +45,7 @@ def test_a_bad_setting_exits_2_before_docker_is_touched(tmp_path):
 
 
 def test_the_problems_launcher_exits_1_when_docker_is_unreachable(tmp_path):
-    res = _run("raydist.problems.launch", f"output_root={tmp_path}", f"cache_dir={tmp_path / 'cache'}",
+    res = _run("raydist.launch_problems", f"output_root={tmp_path}", f"cache_dir={tmp_path / 'cache'}",
                "benchmark.ids=[HumanEval/0]", "+local_models.scripted.litellm_model=openai/scripted",
                "+local_models.scripted.api_base=http://127.0.0.1:9/v1", "generation.model=scripted",
                "evaluation.models=[]")

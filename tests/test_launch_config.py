@@ -51,7 +51,7 @@ def test_the_defaults_are_the_values_that_ran_before_one_source_held_them():
 
 @pytest.mark.parametrize("group", ["sandbox", "cluster"])
 def test_the_problems_launcher_composes_the_shared_groups_to_the_main_schema_values(group):
-    import raydist.problems.launch  # noqa: F401 - registers problems_defaults
+    import raydist.launch_problems  # noqa: F401 - registers problems_defaults
 
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         problems = compose("problems")

@@ -1,5 +1,6 @@
-"""The DyCodeEval launcher's settings (raydist.problems.config), its command-line key check and
-its sweep bookkeeping (raydist.problems._jobs): pure, no Hydra run, no Docker, no Ray."""
+"""The DyCodeEval launcher's settings (raydist.problems.config, the shared groups checked by its
+entry raydist.launch_problems), its command-line key check (raydist.problems._jobs) and the
+sweep bookkeeping every entry shares (raydist.launcher): pure, no Hydra run, no Docker, no Ray."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ import io
 import pytest
 from pydantic import BaseModel
 
-from raydist.problems._jobs import Jobs, job_dir_name, unknown_override
+from raydist.launch_problems import settings_of, shared_defaults
+from raydist.launcher import Jobs
+from raydist.problems._jobs import job_dir_name, unknown_override
 from raydist.problems.config import ProblemsSettings, SettingError, defaults, settings_from
 
 
 def test_the_defaults_are_the_values_problems_yaml_held():
-    assert defaults() == {
+    assert defaults(shared_defaults()) == {
         "pipeline": "full",
         "generation": {"model": "gemma3-270m", "variants_per_seed": 2, "scenarios": 12,
                        "domains": ["retail", "healthcare", "logistics", "education", "finance", "gaming",
@@ -83,7 +86,7 @@ def test_every_setting_says_what_it_means():
 ])
 def test_a_wrong_setting_is_one_line_naming_the_key_and_what_it_takes(data, message):
     with pytest.raises(SettingError) as caught:
-        settings_from(data)
+        settings_of(data)
     assert str(caught.value) == message
 
 
@@ -120,7 +123,7 @@ def test_each_sweep_job_gets_its_own_directory_named_by_its_settings():
 
 def test_a_dashboard_address_is_refused_naming_cluster_address():
     with pytest.raises(SettingError) as caught:
-        settings_from({"cluster": {"address": "http://head:8265", "max_concurrency": 2}})
+        settings_of({"cluster": {"address": "http://head:8265", "max_concurrency": 2}})
     assert str(caught.value).startswith("cluster.address=http://head:8265: that is the Ray dashboard (job "
                                         "submission) address")
 
@@ -131,7 +134,9 @@ def test_the_exit_status_of_a_sweep_is_the_worst_job_and_names_the_failed_ones()
     jobs.record("runs/b", 1)
     jobs.record("runs/c", 2)
     assert jobs.status(file=out) == 2
-    assert out.getvalue() == "raydist: 2 of 3 jobs failed: runs/b (exit 1), runs/c (exit 2)\n"
+    assert out.getvalue().splitlines() == ["raydist: failed job (exit 1): (defaults) -> runs/b",
+                                           "raydist: failed job (exit 2): (defaults) -> runs/c",
+                                           "raydist: 2 of 3 jobs failed: runs/b (exit 1), runs/c (exit 2)"]
     single, out = Jobs(), io.StringIO()
     single.record("runs/a", 1)
     assert single.status(file=out) == 1 and out.getvalue() == ""

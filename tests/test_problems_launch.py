@@ -1,4 +1,4 @@
-"""``python -m raydist.problems.launch`` refuses a bad setting of the groups it shares with the
+"""``python -m raydist.launch_problems`` refuses a bad setting of the groups it shares with the
 main launcher (``cluster``, ``sandbox``) with exit status 2 and one line naming the key,
 before Docker or Ray: the process never imports Ray."""
 
@@ -13,9 +13,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: Runs the launcher as ``python -m`` does, then says on stderr whether Ray was ever imported.
 RUN = """import runpy, sys
-sys.argv[0] = "raydist.problems.launch"
+sys.argv[0] = "raydist.launch_problems"
 try:
-    runpy.run_module("raydist.problems.launch", run_name="__main__", alter_sys=True)
+    runpy.run_module("raydist.launch_problems", run_name="__main__", alter_sys=True)
 finally:
     print("ray imported:", "ray" in sys.modules, file=sys.stderr)
 """

@@ -1,4 +1,4 @@
-"""The DyCodeEval pipeline end to end, as a user runs it: `python -m raydist.problems.launch`
+"""The DyCodeEval pipeline end to end, as a user runs it: `python -m raydist.launch_problems`
 with real Hydra, Ray, litellm and Docker sandboxes, against a scripted OpenAI-compatible
 endpoint on loopback. The script stands in for the generator and the model under test
 because this test is about the pipeline (generation -> validation -> canonical check ->
@@ -127,7 +127,7 @@ def launch(out: Path, api_base: str, *extra: str) -> subprocess.CompletedProcess
 
 
 def command(out: Path, api_base: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "raydist.problems.launch", f"output_root={out}", f"cache_dir={out / 'cache'}",
+    return [sys.executable, "-m", "raydist.launch_problems", f"output_root={out}", f"cache_dir={out / 'cache'}",
            "benchmark.ids=[HumanEval/0,HumanEval/2]", "generation.variants_per_seed=2", "generation.scenarios=3",
            "evaluation.n=2", "+local_models.scripted.litellm_model=openai/scripted",
            f"+local_models.scripted.api_base={api_base}", "generation.model=scripted",
@@ -308,7 +308,7 @@ def test_a_failing_job_of_a_multirun_sweep_does_not_stop_the_next(tmp_path):
     """Job 1 has a bad setting (exit 2 before anything runs), job 2 runs and its model is dead
     (exit 1): each is named with its own status and run directory."""
     cmd = command(tmp_path, "http://127.0.0.1:9/v1", "evaluation.models=[]", "evaluation.n=0,2")
-    cmd.insert(cmd.index("raydist.problems.launch") + 1, "--multirun")
+    cmd.insert(cmd.index("raydist.launch_problems") + 1, "--multirun")
     res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
     assert res.returncode == 2, res.stderr[-3000:]  # the worst of the jobs' statuses: a setting to fix
     assert "raydist: error: evaluation.n=0: give a whole number of at least 1" in res.stderr

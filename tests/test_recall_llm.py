@@ -1,4 +1,4 @@
-"""The recall probe end to end: ``python -m raydist.recall`` on shared SWE-bench Lite rows with
+"""The recall probe end to end: ``python -m raydist.launch_recall`` on shared SWE-bench Lite rows with
 the embedded Gemma 3 270M (its real llama.cpp server, grammar-constrained), writing a leakage
 level per instance, the transcripts and the records a second run resumes from."""
 
@@ -23,7 +23,7 @@ ROUNDS = ("[{name: statement, reveals: [problem_statement]},"
 
 
 def _probe(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "raydist.recall", f"output_root={tmp_path / 'runs'}",
+    command = [sys.executable, "-m", "raydist.launch_recall", f"output_root={tmp_path / 'runs'}",
                f"cache_dir={tmp_path / 'cache'}", f"benchmark.path={LITE}", *overrides]
     return subprocess.run(command, capture_output=True, text=True, timeout=900, env=os.environ.copy(),
                           check=False)

@@ -222,7 +222,7 @@ def _nothing_ran(tmp_path) -> bool:
     return not made & {".launch.lock", "rows", "variants", "settings.json"}
 
 
-@pytest.mark.parametrize("module, kind", [("raydist.launch", "unwritable"), ("raydist.problems.launch", "scheme")])
+@pytest.mark.parametrize("module, kind", [("raydist.launch", "unwritable"), ("raydist.launch_problems", "scheme")])
 def test_a_storage_that_cannot_be_used_exits_2_naming_the_setting_before_anything_runs(tmp_path, module, kind):
     storage, message = _bad(tmp_path, kind)
     res = _launch(module, *_launch_args(tmp_path, module, storage))
@@ -232,13 +232,14 @@ def test_a_storage_that_cannot_be_used_exits_2_naming_the_setting_before_anythin
     assert _nothing_ran(tmp_path)
 
 
-@pytest.mark.parametrize("module, kind", [("raydist.launch", "scheme"), ("raydist.problems.launch", "unwritable")])
+@pytest.mark.parametrize("module, kind", [("raydist.launch", "scheme"), ("raydist.launch_problems", "unwritable")])
 def test_each_launcher_refuses_either_kind_of_bad_storage_with_status_2(tmp_path, capsys, module, kind):
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
     import raydist.launch
-    import raydist.problems.launch
+    import raydist.launch_problems
+    from raydist.launcher import Jobs, run_one
 
     storage, message = _bad(tmp_path, kind)
     GlobalHydra.instance().clear()
@@ -246,8 +247,8 @@ def test_each_launcher_refuses_either_kind_of_bad_storage_with_status_2(tmp_path
         cfg = compose("config" if module == "raydist.launch" else "problems",
                       overrides=_launch_args(tmp_path, module, storage))
     GlobalHydra.instance().clear()
-    run = raydist.launch.launch if module == "raydist.launch" else raydist.problems.launch.run_job
-    assert run(cfg, str(tmp_path / "runs" / "job")) == 2
+    entry = raydist.launch.ENTRY if module == "raydist.launch" else raydist.launch_problems.ENTRY
+    assert run_one(entry, Jobs(), cfg, str(tmp_path / "runs" / "job"), "") == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith(f"raydist: error: {message}")
     assert _nothing_ran(tmp_path)
 

@@ -47,7 +47,7 @@ class BenchmarkConfig:
     stands in for the commit of ``repo_commit.txt`` (``raydist.tasks.swe_qa.release_match`` says how closely)."""
     leakage: str | None = None
     """A recall probe's table (``recall.parquet``, or the probe's run directory holding it; written
-    by ``python -m raydist.recall``): only the instances it puts at ``min_leakage`` or above run,
+    by ``python -m raydist.launch_recall``): only the instances it puts at ``min_leakage`` or above run,
     after ``filter`` and ``slice`` (SchrodingerRepo §IV-A runs 300 high-leakage instances). null: all."""
     min_leakage: str = "repair_logic"
     """The lowest leakage level kept with ``leakage``: ``none``, ``files_symbols``, ``repair_logic``
@@ -55,7 +55,7 @@ class BenchmarkConfig:
     limit: int | None = None
     """At most this many instances (the first ones, after ``filter``, ``slice`` and ``leakage``), or null for all."""
     kind: str = "tasks"
-    """``tasks`` (repositories, this launcher) or ``problems`` (``raydist.problems.launch``)."""
+    """``tasks`` (repositories, this launcher) or ``problems`` (``raydist.launch_problems``)."""
     dataset: str | None = None
     """The seed-problem set of a ``problems`` benchmark."""
 

@@ -22,6 +22,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
+from raydist._util.folders import CACHE_DIR, DATA_ROOT, OUTPUT_ROOT
 from raydist.agents.settings import AGENT_KINDS, default_agents
 from raydist.cluster.plan import KEYLESS_AGENT_SETTINGS
 from raydist.cluster.runner import RayOptions
@@ -143,7 +144,7 @@ class ClusterConfig:
             raise ConfigError(
                 f"cluster.address={address}: that is the Ray dashboard (job submission) address, which runs "
                 f"jobs, not drivers; submit the launch to it: `ray job submit --address {address} "
-                "--working-dir . -- python -m raydist.launch cluster=remote` (or raydist.problems.launch), or "
+                "--working-dir . -- python -m raydist.launch cluster=remote` (or raydist.launch_problems), or "
                 "give cluster.address=auto on a node of the cluster, or ray://<head>:10001 (Ray Client)")
         if int(self.max_concurrency) < 1:
             raise ConfigError(f"cluster.max_concurrency={self.max_concurrency}: must be at least 1")
@@ -217,11 +218,11 @@ class LaunchConfig:
     ``miniswe`` (mini-swe-agent), ``oracle`` and ``null`` by default (``default_agents``)."""
     local_models: dict[str, Any] = field(default_factory=dict)
     """Models raydist serves itself (``raydist.cluster.serving.serve_model``), by name."""
-    data_root: str = "${oc.env:RAYDIST_DATA_ROOT,../shared/data}"
+    data_root: str = DATA_ROOT
     """Data sets that no package ships; the ``benchmark`` group reads files below it."""
-    cache_dir: str = "${oc.env:RAYDIST_CACHE_DIR,${oc.env:HOME}/.cache/raydist}"
+    cache_dir: str = CACHE_DIR
     """Host cache: sdists, wheelhouses, repository snapshots, view preparations, file hashes."""
-    output_root: str = "runs"
+    output_root: str = OUTPUT_ROOT
     """Run directories live below it: ``<benchmark>/<agent>/<model>/<levels>__s<seeds>``."""
     storage: str | None = None
     """Where run directories and the shared caches are kept besides this disk: a folder (e.g. a
@@ -298,14 +299,15 @@ def check_config(cfg: DictConfig) -> LaunchConfig:
     return launch
 
 
-#: The groups every launcher shares and checks with this schema (``check_group``).
-SHARED_GROUPS = ("sandbox", "cluster")
+#: The groups the launchers share and check with this schema (``check_group``).
+SHARED_GROUPS = ("benchmark", "sandbox", "cluster")
 
 
 def check_group(key: str, values: Any) -> Any:
-    """The ``sandbox`` or ``cluster`` group (``key``) of any launcher, ``values`` a mapping as
-    composed, as its schema node (``SandboxConfig``, ``ClusterConfig``) with every check of
-    that node run: the one check of these groups, for the problems launcher too. Raises
+    """The ``benchmark``, ``sandbox`` or ``cluster`` group (``key``) of any launcher, ``values``
+    a mapping as composed, as its schema node (``BenchmarkConfig``, ``SandboxConfig``,
+    ``ClusterConfig``) with every check of that node run: the one check of these groups, for
+    the problems launcher and the recall probe too. Raises
     ``ConfigError`` naming the first bad key (e.g. ``cluster.address=http://...``)."""
     if key not in SHARED_GROUPS:
         raise ValueError(f"{key}: not a shared group ({', '.join(SHARED_GROUPS)})")

@@ -296,7 +296,7 @@ def _load(cfg: DictConfig) -> list:
     bench = cfg.benchmark
     if bench.get("kind") == "problems":
         raise JobError(f"benchmark={bench.name} is a set of seed problems, not repository tasks: run "
-                       f"`python -m raydist.problems.launch benchmark={bench.name}`")
+                       f"`python -m raydist.launch_problems benchmark={bench.name}`")
     try:
         return load_benchmark(bench)
     except (MalformedInstance, FileNotFoundError, ValueError) as exc:

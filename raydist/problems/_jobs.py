@@ -1,43 +1,17 @@
-"""The launcher's bookkeeping around Hydra jobs: the exit status of each job of a
-``--multirun`` sweep, each job's own run directory name, and the command-line key check that
+"""What the problems launcher (``raydist.launch_problems``) asks of this package around Hydra
+jobs: each ``--multirun`` job's own run directory name, and the command-line key check that
 runs before Hydra."""
 
 from __future__ import annotations
 
-import sys
-from typing import IO
-
 from raydist._util.run_dirs import job_name
 
-__all__ = ["JOBS", "Jobs", "job_dir_name", "unknown_override"]
+__all__ = ["job_dir_name", "unknown_override"]
 
 #: Overrides a job's directory name leaves out besides paths and Hydra's own (``job_name``):
 #: those already in the run directory's path (the benchmark, the generator) and those that do
 #: not change what a job computes (model endpoints, where items run).
 _NOT_NAMED = ("benchmark", "benchmark.name", "generation.model", "local_models.*", "cluster", "cluster.*")
-
-
-class Jobs:
-    """The exit status of every job of this process, in launch order."""
-
-    def __init__(self) -> None:
-        self.done: list[tuple[str, int]] = []
-        self.interrupted = False
-
-    def record(self, run_dir: str, status: int) -> None:
-        self.done.append((run_dir, status))
-
-    def status(self, file: IO[str] = sys.stderr) -> int:
-        """The highest status of the jobs (0 without any); with more than one job, a last line
-        on ``file`` names those that failed."""
-        failed = [(run_dir, status) for run_dir, status in self.done if status]
-        if failed and len(self.done) > 1:
-            print(f"raydist: {len(failed)} of {len(self.done)} jobs failed: "
-                  + ", ".join(f"{run_dir} (exit {status})" for run_dir, status in failed), file=file)
-        return max((status for _, status in self.done), default=0)
-
-
-JOBS = Jobs()
 
 
 def job_dir_name(overrides) -> str:

@@ -6,8 +6,9 @@ The models are registered in Hydra's ConfigStore (:func:`register`) as the node
 ``problems_defaults``, so every key below exists for a command-line override
 (``generation.variants_per_seed=5``) without a ``+``. Groups shared with the repository
 launcher (``benchmark``, ``sandbox``, ``cluster``, ``local_models``) are passed through as
-mappings; ``sandbox`` and ``cluster`` are checked here by that launcher's own schema
-(``raydist.driver.config.check_group``), the others where they are used.
+mappings: their defaults are the repository launcher's, given to :func:`register` by the
+entry (``raydist.launch_problems``), which also checks ``sandbox`` and ``cluster`` by that
+launcher's own schema; the others are checked where they are used.
 
 A wrong type or an unknown key is a :class:`SettingError` naming the key and what it takes;
 the launcher prints it and exits 2 before anything starts.
@@ -17,11 +18,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from raydist._util.folders import CACHE_DIR, DATA_ROOT, OUTPUT_ROOT
+
 __all__ = ["Analysis", "BudgetSection", "Evaluation", "Execution", "Generation", "ProblemsSettings", "Requests",
-           "SettingError", "register", "settings_from"]
+           "SettingError", "defaults", "register", "settings_from"]
 
 PIPELINES = ("full", "generate", "evaluate")
 BASELINES = ("char_noise", "token_noise", "demo_deletion", "doc_to_comments", "variable_rename", "function_rename")
@@ -198,36 +201,25 @@ class ProblemsSettings(_Section):
     """Extra tables."""
     budget: BudgetSection = BudgetSection()
     """What the launch's model calls may spend."""
-    data_root: str = Field(default_factory=lambda: launch_default("data_root"))
+    data_root: str = DATA_ROOT
     """Folder of shared reference data (MBPP's file); an interpolation Hydra resolves."""
-    cache_dir: str = Field(default_factory=lambda: launch_default("cache_dir"))
+    cache_dir: str = CACHE_DIR
     """Folder of the LLM answer cache (``<cache_dir>/problems/llm``), shared by every launch."""
-    output_root: str = Field(default_factory=lambda: launch_default("output_root"))
+    output_root: str = OUTPUT_ROOT
     """Folder of the run directories (``<output_root>/problems/<benchmark>/<generator>``)."""
-    storage: str | None = Field(default_factory=lambda: launch_default("storage"))
+    storage: str | None = None
     """Where run directories and the answer cache are kept besides this disk: a folder or a URI
     ``pyarrow.fs`` opens (the main job's ``storage``; ``raydist._util.storage``): the run
     directory is mirrored to ``<storage>/problems/...`` and answers are cached in
     ``<storage>/_cache/problems/llm``. null: the driver's disk only."""
-    benchmark: dict = Field(default_factory=lambda: launch_default("benchmark"), strict=False)
+    benchmark: dict = Field(default_factory=dict, strict=False)
     """The benchmark group (``conf/benchmark``): name, kind, dataset, source, ids, limit."""
-    sandbox: dict = Field(default_factory=lambda: launch_default("sandbox"), strict=False)
+    sandbox: dict = Field(default_factory=dict, strict=False)
     """The sandbox group (``conf/sandbox``): docker_host, base_image..."""
-    cluster: dict = Field(default_factory=lambda: launch_default("cluster"), strict=False)
+    cluster: dict = Field(default_factory=dict, strict=False)
     """The cluster group (``conf/cluster``): Ray address, max_concurrency, cpus_per_unit."""
     local_models: dict = Field(default_factory=dict, strict=False)
     """Models raydist serves itself (``conf/local_models.yaml``)."""
-
-    @field_validator("sandbox", "cluster")
-    @classmethod
-    def _shared_group(cls, value: dict, info: ValidationInfo) -> dict:
-        from raydist.driver.config import ConfigError, check_group
-
-        try:
-            check_group(info.field_name, value)
-        except ConfigError as exc:
-            raise _own(str(exc)) from None
-        return value
 
     @field_validator("storage")
     @classmethod
@@ -251,34 +243,23 @@ class ProblemsSettings(_Section):
 
 SECTIONS = ("generation", "evaluation", "execution", "requests", "analysis", "budget")
 SHARED_GROUPS = ("benchmark", "sandbox", "cluster")
+FOLDERS = ("data_root", "cache_dir", "output_root", "storage")
 
 
-def launch_default(key: str) -> Any:
-    """The main job's default of top-level ``key`` (``raydist.driver.config.LaunchConfig``), for
-    what both launchers share: the folders and the groups ``SHARED_GROUPS``, whose files then
-    only select and override. A group's field that its option must give (a benchmark's
-    ``name``) is left out."""
-    from omegaconf import MISSING, OmegaConf
-
-    from raydist.driver.config import LaunchConfig
-
-    value = OmegaConf.to_container(OmegaConf.structured(LaunchConfig))[key]  # interpolations left as written
-    return {name: v for name, v in value.items() if v != MISSING} if isinstance(value, dict) else value
+def defaults(shared: dict | None = None) -> dict:
+    """The problems settings with their defaults, as the plain data Hydra's ConfigStore holds;
+    ``shared`` gives the defaults of the groups ``SHARED_GROUPS`` and of ``FOLDERS`` (the
+    repository launcher's, from the entry), whose files then only select and override."""
+    values = ProblemsSettings().model_dump(mode="json", include={"pipeline", *SECTIONS, *SHARED_GROUPS, *FOLDERS})
+    return {**values, **(shared or {})}
 
 
-def defaults() -> dict:
-    """The problems settings with their defaults (the shared groups' from the main job's schema),
-    as the plain data Hydra's ConfigStore holds."""
-    return ProblemsSettings().model_dump(mode="json", include={"pipeline", *SECTIONS, *SHARED_GROUPS, "data_root",
-                                                                 "cache_dir", "output_root", "storage"})
-
-
-def register() -> None:
-    """Store :func:`defaults` in Hydra's ConfigStore as ``problems_defaults`` (problems.yaml
-    lists it first in its defaults)."""
+def register(shared: dict | None = None) -> None:
+    """Store :func:`defaults` (``shared`` as there) in Hydra's ConfigStore as
+    ``problems_defaults`` (problems.yaml lists it first in its defaults)."""
     from hydra.core.config_store import ConfigStore
 
-    ConfigStore.instance().store(name="problems_defaults", node=defaults())
+    ConfigStore.instance().store(name="problems_defaults", node=defaults(shared))
 
 
 def settings_from(data: dict) -> ProblemsSettings:

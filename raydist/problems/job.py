@@ -15,7 +15,7 @@ __all__ = ["ProblemsJob"]
 
 @dataclass(frozen=True)
 class ProblemsJob:
-    """Everything one launch needs (``raydist.problems.launch.job_from_config`` builds it).
+    """Everything one launch needs (``raydist.launch_problems.job_from_config`` builds it).
 
     Attributes:
         settings: the checked settings (``raydist.problems.config``).

@@ -8,7 +8,7 @@ instance's files, symbols, repair logic, patch or tests from the issue alone?
     probe.py    instances x rounds on an injected LLM: transcripts, records (resumable)
     table.py    recall.parquet, summary.json / summary.md (shares of each level per model)
     select.py   the instances at or above a level (``benchmark.leakage``, ``benchmark.min_leakage``)
-    launch.py   ``python -m raydist.recall`` (Hydra: conf/recall.yaml, schema in config.py)
+    launch.py   ``python -m raydist.launch_recall`` (Hydra: conf/recall.yaml, schema in config.py)
 """
 
 from raydist.recall.answer import ProbeAnswer, answer_grammar, parse_answer

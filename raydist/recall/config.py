@@ -1,6 +1,8 @@
 """The recall probe's settings as a structured config: one field, one default, one docstring.
 ``conf/recall.yaml`` only selects the groups (benchmark, cluster, local_models); the schema is
-registered in Hydra's ConfigStore as ``recall_schema``."""
+registered in Hydra's ConfigStore as ``recall_schema``. The groups shared with the main job
+(``benchmark``, ``cluster``) are mappings here; the entry (``raydist.launch_recall``) checks
+them by that job's own schema."""
 
 from __future__ import annotations
 
@@ -8,9 +10,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
+from omegaconf import OmegaConf
 
-from raydist.driver.benchmark import BenchmarkConfig
-from raydist.driver.config import ClusterConfig
+from raydist._util.folders import CACHE_DIR, DATA_ROOT, OUTPUT_ROOT
 from raydist.recall.rounds import DEFAULT_ROUNDS
 
 __all__ = ["AnswerLimits", "RecallConfig", "register"]
@@ -36,7 +38,7 @@ class AnswerLimits:
 
 @dataclass
 class RecallConfig:
-    """``python -m raydist.recall``: the recall probe of one model over one benchmark's instances."""
+    """``python -m raydist.launch_recall``: the recall probe of one model over one benchmark's instances."""
 
     model: str = "gemma3-270m"
     """A ``local_models`` entry (served for the probe's duration) or any litellm model name."""
@@ -55,18 +57,23 @@ class RecallConfig:
     """Seconds one request may take whatever its length (``raydist.models.completion.request_timeout``)."""
     min_tokens_per_s: float = 4.0
     """The slowest generation speed waited for: a request may take ``timeout_base_s + max_tokens / this``."""
-    benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
-    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    benchmark: dict[str, Any] = field(default_factory=dict)
+    """The benchmark group (``conf/benchmark``; ``raydist.driver.benchmark.BenchmarkConfig``)."""
+    cluster: dict[str, Any] = field(default_factory=dict)
+    """The cluster group (``conf/cluster``; ``raydist.cluster.runner.RayOptions``)."""
     local_models: dict[str, Any] = field(default_factory=dict)
     """Models raydist serves itself (``conf/local_models.yaml``)."""
-    data_root: str = "${oc.env:RAYDIST_DATA_ROOT,../shared/data}"
+    data_root: str = DATA_ROOT
     """Data sets that no package ships; the ``benchmark`` group reads files below it."""
-    cache_dir: str = "${oc.env:RAYDIST_CACHE_DIR,${oc.env:HOME}/.cache/raydist}"
+    cache_dir: str = CACHE_DIR
     """The model answers are cached in ``<cache_dir>/recall/llm``, by request."""
-    output_root: str = "runs"
+    output_root: str = OUTPUT_ROOT
     """The run directory is ``<output_root>/recall/<benchmark>/<model>``."""
 
 
-def register() -> None:
-    """Store the schema in Hydra's ConfigStore as ``recall_schema`` (idempotent)."""
-    ConfigStore.instance().store(name="recall_schema", node=RecallConfig)
+def register(shared: dict | None = None) -> None:
+    """Store the schema in Hydra's ConfigStore as ``recall_schema`` (idempotent); ``shared``
+    gives the defaults of the groups shared with the main job (``benchmark``, ``cluster``),
+    from the entry, so their files only select and override."""
+    node = OmegaConf.merge(OmegaConf.structured(RecallConfig), shared or {})
+    ConfigStore.instance().store(name="recall_schema", node=node)

@@ -25,7 +25,8 @@ def leakage_levels(path: str | Path) -> dict[str, str]:
     table_path = Path(path) / TABLE_NAME if Path(path).is_dir() else Path(path)
     if not table_path.is_file():
         raise ValueError(f"benchmark.leakage={str(path)!r}: no probe table there; write one with "
-                         "`python -m raydist.recall benchmark=... model=...` (its run directory holds recall.parquet)")
+                         "`python -m raydist.launch_recall benchmark=... model=...` "
+                         "(its run directory holds recall.parquet)")
     table = pq.read_table(table_path)
     missing = {"instance_id", "instance_level"} - set(table.column_names)
     if missing:

@@ -303,7 +303,7 @@ def report_dir_main(paths: Sequence[str], out: str) -> int:
 
 def write_sweep_report(run_dirs: Sequence[str | Path], *, diversity: bool = True) -> Path | None:
     """The report of the jobs a launch ran (``python -m raydist.launch``, and
-    ``raydist.problems.launch`` with ``diversity=False``), written into ``<run dir>/report``
+    ``raydist.launch_problems`` with ``diversity=False``), written into ``<run dir>/report``
     for one job, or for a ``--multirun`` into ``report/`` of the folder the jobs' run
     directories share; returns that folder, None when no job left a table (``runs.parquet``, or
     a problems run's ``variants.parquet``). A report that cannot be written is one line on

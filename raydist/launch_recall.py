@@ -1,4 +1,4 @@
-"""Recall probe: ``python -m raydist.recall [hydra overrides]``.
+"""Recall probe: ``python -m raydist.launch_recall [hydra overrides]``.
 
 config (``raydist.recall.config``) -> instances (``benchmark``: ids, filter, slice, limit) ->
 the model served (a ``local_models`` entry: a Ray actor runs its server for the probe) ->
@@ -8,43 +8,50 @@ resumes: finished rounds are read back, model answers come from the cache.
 
 Examples::
 
-    python -m raydist.recall benchmark=swebench benchmark.path=../shared/data/swebench/swebench_lite.jsonl
-    python -m raydist.recall benchmark.path=verified model=openai/gpt-4o-mini 'benchmark.filter=django__.*'
+    python -m raydist.launch_recall benchmark=swebench benchmark.path=../shared/data/swebench/swebench_lite.jsonl
+    python -m raydist.launch_recall benchmark.path=verified model=openai/gpt-4o-mini 'benchmark.filter=django__.*'
     python -m raydist.launch benchmark=swebench benchmark.path=... \\
         benchmark.leakage=runs/recall/swebench/gemma3-270m benchmark.min_leakage=repair_logic
 
 Exit status: 0 done; 1 some model call failed (recorded in transcripts.jsonl; the same command
-asks again) or the model server did not start; 2 a bad setting (one line names it).
+asks again) or the model server did not start; 2 a bad setting (one line names it); 130 when
+interrupted. Under ``--multirun`` a failing job does not stop the next (the skeleton every
+entry shares: ``raydist.launcher``).
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-
-import hydra
-from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from raydist.prompts import PACKAGE_ROOT
+from raydist import launcher  # first: the environment defaults, before Ray or litellm is imported
+from raydist.driver.config import ConfigError, LaunchConfig, check_group, describe_config_error
 from raydist.recall import config
 
-config.register()
-STATUS: list[int] = []
+#: The groups the probe shares with the main job, checked by that job's schema.
+SHARED_GROUPS = ("benchmark", "cluster")
 
 
-class RecallError(ValueError):
-    """A setting of the probe is wrong; ``str()`` names it."""
+def shared_defaults() -> dict:
+    """The main job's defaults (``raydist.driver.config.LaunchConfig``) of ``SHARED_GROUPS``,
+    without the fields a group option must give (a benchmark's ``name``)."""
+    from omegaconf import MISSING
+
+    values = OmegaConf.to_container(OmegaConf.structured(LaunchConfig))
+    return {key: {name: v for name, v in values[key].items() if v != MISSING} for key in SHARED_GROUPS}
+
+
+config.register(shared_defaults())
+RecallError = launcher.SettingProblem
+"""A setting of the probe is wrong (exit status 2); ``str()`` names it."""
 
 
 def settings_of(cfg: DictConfig):
     """``(RecallConfig, rounds, prompt templates, grammar or None)``, checked. Raises RecallError naming
     the setting."""
-    from raydist.driver.config import describe_config_error
     from raydist.recall.answer import answer_grammar
     from raydist.recall.probe import load_prompts
     from raydist.recall.rounds import rounds_from
@@ -53,12 +60,14 @@ def settings_of(cfg: DictConfig):
         merged = OmegaConf.merge(OmegaConf.structured(config.RecallConfig), cfg)
         OmegaConf.resolve(merged)
         settings = OmegaConf.to_object(merged)
+        for key in SHARED_GROUPS:
+            check_group(key, getattr(settings, key))
         rounds = rounds_from(settings.rounds)
         limits = settings.answer
         grammar = answer_grammar(max_items=limits.max_items, max_name_chars=limits.max_name_chars,
                                  max_text_chars=limits.max_text_chars, max_patch_chars=limits.max_patch_chars)
         prompts = load_prompts(settings.prompts_dir)
-    except (ValueError, FileNotFoundError) as exc:
+    except (ConfigError, ValueError, FileNotFoundError) as exc:
         raise RecallError(str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - OmegaConf's errors: a wrong type, an unknown key
         raise RecallError(describe_config_error(exc)) from None
@@ -96,46 +105,37 @@ def endpoint_of(settings):
             check_model_name(settings.model)
         except UnknownModel as exc:
             raise RecallError(f"model={settings.model}: {exc}") from None
-    with serve_for_command(settings.model, entry, RayOptions(**vars(settings.cluster))) as endpoint:
+    cluster = check_group("cluster", settings.cluster)
+    with serve_for_command(settings.model, entry, RayOptions(**vars(cluster))) as endpoint:
         yield endpoint
 
 
 def run(cfg: DictConfig, run_dir: str) -> int:
-    """Probe, write the tables, print the summary; the exit status (module doc)."""
+    """Probe, write the tables, print the summary; the exit status (module doc). Raises what
+    the skeleton maps (``raydist.launcher.exit_status_of``): ``RecallError`` (2), a model
+    server that does not start (1)."""
     import logging
 
     from raydist.models.completion import litellm_complete
-    from raydist.models.process import ModelServerError
     from raydist.problems.llm import RecordedLLM
     from raydist.recall.probe import ProbeSettings, run_probe
     from raydist.recall.table import summary_markdown, write_tables
 
     logging.getLogger("LiteLLM").setLevel(logging.WARNING)
-    try:
-        settings, rounds, prompts, grammar = settings_of(cfg)
-        instances = instances_of(cfg.benchmark)
-        probe = ProbeSettings(model=settings.model, rounds=rounds, prompts=prompts, seed=settings.seed,
-                              max_tokens=settings.max_tokens, grammar=grammar, temperature=settings.temperature)
-        print(f"recall probe: {len(instances)} instance(s) x {len(rounds)} round(s) on {settings.model} -> {run_dir}",
-              flush=True)
-        with endpoint_of(settings) as endpoint:
-            complete = litellm_complete(endpoint, temperature=settings.temperature, timeout=settings.timeout_base_s,
-                                        min_tokens_per_s=settings.min_tokens_per_s)
-            llm = RecordedLLM(complete, model=settings.model, cache_dir=Path(settings.cache_dir) / "recall" / "llm")
-            result = run_probe(instances, probe, llm, run_dir, progress=_progress)
-    except RecallError as exc:
-        print(f"raydist: error: {exc}", file=sys.stderr)
-        return 2
-    except ModelServerError as exc:
-        print(f"raydist: error: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        ray = sys.modules.get("ray")
-        if ray is not None and ray.is_initialized():
-            ray.shutdown()
+    settings, rounds, prompts, grammar = settings_of(cfg)
+    instances = instances_of(cfg.benchmark)
+    probe = ProbeSettings(model=settings.model, rounds=rounds, prompts=prompts, seed=settings.seed,
+                          max_tokens=settings.max_tokens, grammar=grammar, temperature=settings.temperature)
+    print(f"recall probe: {len(instances)} instance(s) x {len(rounds)} round(s) on {settings.model} -> {run_dir}",
+          flush=True)
+    with endpoint_of(settings) as endpoint:
+        complete = litellm_complete(endpoint, temperature=settings.temperature, timeout=settings.timeout_base_s,
+                                    min_tokens_per_s=settings.min_tokens_per_s)
+        llm = RecordedLLM(complete, model=settings.model, cache_dir=Path(settings.cache_dir) / "recall" / "llm")
+        result = run_probe(instances, probe, llm, run_dir, progress=_progress)
     summaries = write_tables(result.rows, run_dir, result.failed)
     print(summary_markdown(summaries, result.failed), flush=True)
-    return 1 if result.failed else 0
+    return launcher.EXIT_FAILED if result.failed else 0
 
 
 def _progress(instance_id: str, rows: list[dict]) -> None:
@@ -143,17 +143,14 @@ def _progress(instance_id: str, rows: list[dict]) -> None:
     print(f"  {instance_id}: {levels}", flush=True)
 
 
-# An absolute folder: Hydra reads it as files whether this module runs as __main__ or is
-# imported by ``python -m raydist.recall`` (raydist/conf is no Python package to import).
-@hydra.main(config_path=str(PACKAGE_ROOT / "conf"), config_name="recall", version_base="1.3")
-def main(cfg: DictConfig) -> None:
-    STATUS.append(run(cfg, HydraConfig.get().runtime.output_dir))
+ENTRY = launcher.Entry(config_name="recall", run=run, sweep_report=None)
+"""The recall probe as the launcher skeleton runs it: no preflight (Hydra composes, the job
+checks), no sandbox containers, no sweep report (each probe writes its own summary)."""
 
 
-def cli() -> int:
-    """Run Hydra; the highest exit status of its jobs."""
-    main()
-    return max(STATUS, default=0)
+def cli(argv: list[str] | None = None) -> int:
+    """``python -m raydist.launch_recall``: run Hydra; the highest exit status of its jobs."""
+    return launcher.launch(ENTRY, argv)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Dynamic problems (DyCodeEval): ``python -m raydist.problems.launch [hydra overrides]``.
+"""Dynamic problems (DyCodeEval): ``python -m raydist.launch_problems [hydra overrides]``.
 
 config -> job (settings checked: ``raydist.problems.config``) -> phases (``raydist.problems.driver``:
 seeds, generate, validate, execute, metrics, report) -> variants.parquet, completions.parquet,
@@ -6,9 +6,9 @@ llm_calls.jsonl, human_check.csv, summary.md. Re-running the same command resume
 
 Examples::
 
-    python -m raydist.problems.launch --multirun benchmark=humaneval,mbpp    # 10 seeds each
-    python -m raydist.problems.launch benchmark=mbpp benchmark.limit=50 generation.variants_per_seed=5
-    python -m raydist.problems.launch generation.model=openai/gpt-4o-mini evaluation.models=[gemma3-270m]
+    python -m raydist.launch_problems --multirun benchmark=humaneval,mbpp    # 10 seeds each
+    python -m raydist.launch_problems benchmark=mbpp benchmark.limit=50 generation.variants_per_seed=5
+    python -m raydist.launch_problems generation.model=openai/gpt-4o-mini evaluation.models=[gemma3-270m]
 
 Exit status: 0; 1 when items have a failed model call (run again to retry them), or the machine
 or a service failed (Docker unreachable, the base image missing, a full disk:
@@ -17,26 +17,53 @@ directory of other settings (one line names it, before anything starts); 3 when 
 or ``budget.tokens`` was spent and kept items from starting (summary.md names them; the same
 command with a larger budget runs them); 130 when interrupted.
 Under ``--multirun`` a failing job does not stop the next; the process exits with the highest
-status and names the jobs that failed.
+status and names the jobs that failed (the skeleton every entry shares: ``raydist.launcher``).
 """
 
 from __future__ import annotations
 
-import os
 import sys
 
-os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+from omegaconf import DictConfig, OmegaConf
 
-import hydra  # noqa: E402
-from hydra.core.hydra_config import HydraConfig  # noqa: E402
-from omegaconf import DictConfig, OmegaConf  # noqa: E402
+from raydist import launcher  # first: the environment defaults, before Ray or litellm is imported
+from raydist.driver.config import ConfigError, LaunchConfig, check_group
+from raydist.problems import config
+from raydist.problems._jobs import job_dir_name, unknown_override
+from raydist.problems.phases import ProblemsError
 
-from raydist.problems import config  # noqa: E402
-from raydist.problems._jobs import JOBS, job_dir_name, unknown_override  # noqa: E402
-from raydist.problems.phases import ProblemsError  # noqa: E402
 
-config.register()
+def shared_defaults() -> dict:
+    """The main job's defaults (``raydist.driver.config.LaunchConfig``) of what both launchers
+    share: the folders and the groups ``raydist.problems.config.SHARED_GROUPS``, whose files
+    then only select and override. A group's field that its option must give (a benchmark's
+    ``name``) is left out; interpolations are left as written."""
+    from omegaconf import MISSING
+
+    values = OmegaConf.to_container(OmegaConf.structured(LaunchConfig))
+    out = {}
+    for key in (*config.SHARED_GROUPS, *config.FOLDERS):
+        value = values[key]
+        out[key] = {name: v for name, v in value.items() if v != MISSING} if isinstance(value, dict) else value
+    return out
+
+
+config.register(shared_defaults())
 OmegaConf.register_new_resolver("problems_job_name", job_dir_name, replace=True)
+
+
+def settings_of(data: dict) -> config.ProblemsSettings:
+    """The checked settings of the composed, resolved config ``data``: the problems settings
+    (``raydist.problems.config.settings_from``) and the groups shared with the main job
+    (``sandbox``, ``cluster``) by that job's own schema (``raydist.driver.config.check_group``).
+    Raises ``raydist.problems.config.SettingError`` naming the first wrong setting."""
+    settings = config.settings_from(data)
+    for key in ("sandbox", "cluster"):
+        try:
+            check_group(key, getattr(settings, key))
+        except ConfigError as exc:
+            raise config.SettingError(str(exc)) from None
+    return settings
 
 
 def job_from_config(cfg: DictConfig, run_dir: str):
@@ -55,7 +82,7 @@ def job_from_config(cfg: DictConfig, run_dir: str):
     except Exception as exc:  # noqa: BLE001 - an interpolation that does not resolve (a missing variable)
         raise ProblemsError(f"the configuration does not resolve: {exc}") from exc
     try:
-        settings = config.settings_from(data)
+        settings = settings_of(data)
     except config.SettingError as exc:
         raise ProblemsError(str(exc)) from None
     ids = _benchmark(settings.benchmark)
@@ -138,97 +165,51 @@ def _check_prompts(prompts_dir: str) -> None:
         raise ProblemsError(f"generation.prompts_dir={prompts_dir!r}: {exc}") from exc
 
 
-@hydra.main(config_path="../conf", config_name="problems", version_base="1.3")
-def main(cfg: DictConfig) -> None:
-    """Run one job; its exit status is kept in ``JOBS`` (never ``sys.exit`` here: the next job
-    of a ``--multirun`` sweep must still run)."""
-    run_dir = HydraConfig.get().runtime.output_dir
-    if JOBS.interrupted:
-        print(f"raydist: skipped {run_dir}: the sweep was interrupted", file=sys.stderr, flush=True)
-        JOBS.record(run_dir, 130)
-        return
-    JOBS.record(run_dir, run_job(cfg, run_dir))
-
-
 def run_job(cfg: DictConfig, run_dir: str) -> int:
-    """Build the job and run it; returns its exit status (see module doc); user errors are one
-    clear line on stderr."""
+    """Build the job and run it; returns its exit status (see module doc) or raises what the
+    skeleton maps (``raydist.launcher.exit_status_of``): a bad setting or a run directory of
+    other settings (2), the machine (1), an interrupt (130)."""
     import logging
 
     from raydist.problems.driver import run_problems
-    from raydist.problems.records import RunDirMismatch
-    from raydist.sandbox import BaseImageMissing, SandboxUnavailable
 
     logging.getLogger("LiteLLM").setLevel(logging.WARNING)  # one INFO line per request otherwise
-    job, numbers, status = None, {}, 0
-    try:
-        job = job_from_config(cfg, run_dir)
-        numbers = run_problems(job)
-    except (ProblemsError, RunDirMismatch) as exc:
-        print(f"raydist: error: {exc}", file=sys.stderr)
-        return 2
-    except (SandboxUnavailable, BaseImageMissing) as exc:  # infrastructure_error: the machine, not the settings
-        print(f"raydist: error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("\ninterrupted: finished variants and completions are kept; run the same command again to resume",
-              file=sys.stderr, flush=True)
-        JOBS.interrupted = True
-        return 130
-    except OSError as exc:  # a full disk, an unwritable output_root
-        import errno
-
-        advice = ("free space or choose another output_root" if exc.errno in (errno.ENOSPC, errno.EDQUOT)
-                  else "check the path named above")
-        print(f"raydist: error: {exc}; {advice} (finished items are kept)", file=sys.stderr)
-        return 1
-    finally:
-        _shut_down(job)
+    numbers = run_problems(job_from_config(cfg, run_dir))
     if numbers.get("failed_items"):
         print(f"raydist: {numbers['failed_items']} item(s) have a failed model call (recorded in llm_calls.jsonl, "
               "scored as failed); run the same command again to retry them", file=sys.stderr)
-        status = 1  # the tables are complete, but some items must run again: say so to scripts
-    elif numbers.get("not_started"):
-        from raydist.cluster.budget import EXIT_BUDGET_SPENT
-
+        return launcher.EXIT_FAILED  # the tables are complete, but some items must run again: say so to scripts
+    if numbers.get("not_started"):
         print(f"raydist: the budget kept {numbers['not_started']} item(s) from starting (named in summary.md); "
               "run the same command with a larger budget to run them", file=sys.stderr)
-        status = EXIT_BUDGET_SPENT
-    return status
+        return launcher.EXIT_BUDGET
+    return 0
 
 
-def _shut_down(job) -> None:
-    """Stop Ray and remove sandbox containers whose owner (a Ray worker of this launch) is gone."""
-    from raydist.sandbox import SandboxUnavailable, connect, sweep_orphans
+def _preflight(argv: list[str]) -> str | None:
+    """The command line's keys (``unknown_override``), then that every job's config composes
+    (a group option that does not exist, e.g. ``benchmark=nosuch``, names the options there)."""
+    from raydist.driver.preflight import preflight
 
-    ray = sys.modules.get("ray")  # not imported: not started (a bad setting ends the job before)
-    if ray is not None and ray.is_initialized():
-        ray.shutdown()
-    if job is not None:
-        try:
-            sweep_orphans(connect(job.docker_host))
-        except SandboxUnavailable:
-            pass
+    return unknown_override(argv) or preflight(argv, "problems", check=None)
+
+
+def _docker_host(cfg: DictConfig) -> str | None:
+    return cfg.sandbox.get("docker_host")
+
+
+ENTRY = launcher.Entry(
+    config_name="problems", run=run_job, preflight=_preflight, docker_host=_docker_host,
+    # Diversity is in each job's summary.md; `raydist report --out` adds its section (MiniLM).
+    sweep_report={"diversity": False},
+    interrupted="interrupted: finished variants and completions are kept; run the same command again to resume")
+"""DyCodeEval problems as the launcher skeleton runs it."""
 
 
 def cli(argv: list[str] | None = None) -> int:
-    """Check the command line's keys and that every job's config composes (a group option
-    that does not exist, e.g. ``benchmark=nosuch``, exits 2 naming the options there), run
-    Hydra, return the launch's exit status."""
-    from raydist.driver.preflight import preflight
-
-    args = sys.argv[1:] if argv is None else argv
-    problem = unknown_override(args) or preflight(args, "problems", check=None)
-    if problem:
-        print(f"raydist: error: {problem}", file=sys.stderr)
-        return 2
-    main()
-    if not JOBS.interrupted:
-        from raydist.reporting import write_sweep_report
-
-        # Diversity is in each job's summary.md; `raydist report --out` adds its section (MiniLM).
-        write_sweep_report([run_dir for run_dir, status in JOBS.done if status != 2], diversity=False)
-    return JOBS.status(file=sys.stderr)
+    """``python -m raydist.launch_problems``: check the command line, run Hydra, return the
+    launch's exit status."""
+    return launcher.launch(ENTRY, argv)
 
 
 if __name__ == "__main__":
