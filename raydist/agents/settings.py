@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from raydist._util.settings import keyless
 from raydist.prompts import read_templates
 
 PROMPT_FILES = ("system", "instance", "observation", "format_error")
@@ -41,9 +42,9 @@ class AgentSettings:
     prompts_dir: str = "conf/prompts"
     """Folder with system.j2, instance.j2, observation.j2, format_error.j2; a relative path is
     taken from the raydist package folder (``raydist.prompts.resolve_prompts_dir``)."""
-    model_retries: int = 3
+    model_retries: int = keyless(3)
     """Attempts per model call when the server is unreachable or overloaded (part of no key)."""
-    request_timeout_s: float = 120.0
+    request_timeout_s: float = keyless(120.0)
     """Seconds one model call may take before it counts as failed (part of no key)."""
     cwd: str = "/testbed"
     """The repository directory inside the sandbox."""

@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass
 from functools import cached_property
 
 from raydist._util.hashing import stable_hash
+from raydist._util.settings import keyless_fields
+from raydist.agents.settings import AgentSettings
 
 SCRIPTED_AGENTS = ("oracle", "null")
 
@@ -64,8 +66,9 @@ def expand_levels(levels: str | Sequence[str], implemented: Sequence[str]) -> li
 
 
 #: Agent settings that cannot change a result: how long one model call may take and how
-#: often a transient failure is retried (a call that fails for good is an infrastructure error).
-KEYLESS_AGENT_SETTINGS = ("request_timeout_s", "model_retries")
+#: often a transient failure is retried (a call that fails for good is an infrastructure error),
+#: as ``raydist.agents.settings.AgentSettings`` marks them (``raydist._util.settings.keyless``).
+KEYLESS_AGENT_SETTINGS = keyless_fields(AgentSettings)
 
 
 def unit_config_hash(agent: str, agent_settings: Mapping, view_options: Mapping,

@@ -1,8 +1,13 @@
 """The main job's settings as structured configs: one dataclass per config node, one default
 and one docstring per field. ``conf/config.yaml`` and its groups only select and override.
 
-The defaults come from the dataclasses that use the values (``ViewOptions``, ``Limits``,
-``RayOptions``, ``RetryPolicy``), so there is one place to change a default. The schema is
+The runtime dataclasses are the nodes themselves: ``view`` is ``raydist.views.ViewOptions``,
+``sandbox.limits`` is ``raydist.sandbox.Limits``, ``budget`` is
+``raydist.models.admission.Budget``; ``check_config`` returns a ``LaunchConfig`` holding
+them, and ``raydist.driver.plan.plan_job`` plans from it. ``cluster`` and ``resume`` take
+their defaults from ``RayOptions`` and ``RetryPolicy``. Whether a field is part of a unit's
+key is declared on it (``raydist._util.settings.keyless``); ``UNNAMED_OVERRIDES`` and the
+unit key's own lists derive from those marks. The schema is
 registered in Hydra's ConfigStore as ``launch_schema`` (the first entry of config.yaml's
 defaults list): Hydra then refuses a value of the wrong type while it composes, and an override
 of a key the schema lacks (but ``+key=value`` adds one: ``check_known_keys`` refuses it);
@@ -23,81 +28,35 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 from raydist._util.folders import CACHE_DIR, DATA_ROOT, OUTPUT_ROOT
-from raydist.agents.settings import AGENT_KINDS, default_agents
-from raydist.cluster.plan import KEYLESS_AGENT_SETTINGS
+from raydist._util.settings import SettingsError, build, keyless, keyless_fields, keyless_paths, node_types, structured
+from raydist.agents.settings import AGENT_KINDS, AgentSettings, default_agents
 from raydist.cluster.runner import RayOptions
 from raydist.driver.benchmark import BenchmarkConfig
 from raydist.driver.judge import JudgeConfig
+from raydist.models.admission import Budget
 from raydist.outcomes import RetryPolicy
-from raydist.sandbox.container import Limits
-from raydist.views.base import TIMING_OPTIONS, ViewOptions
+from raydist.sandbox.limits import Limits
+from raydist.views.base import ViewOptions
 
-_VIEW, _LIMITS, _RAY, _RETRY = ViewOptions(), Limits(), RayOptions(), RetryPolicy()
+_RAY, _RETRY = RayOptions(), RetryPolicy()
 
 class ConfigError(ValueError):
     """A setting that is not allowed; the message names the key and what it accepts."""
 
 
 @dataclass
-class ViewConfig:
-    """``view``: how views are built (``raydist.views.base.ViewOptions``, whose checks apply)."""
-
-    l3_files: str = _VIEW.l3_files
-    """L3 target files: ``patched`` (the .py files the gold patch touches, §V-C) or ``all``."""
-    l1_attempts: int = _VIEW.l1_attempts
-    """L1 (§III-B): paraphrase attempts, each checked by the LLM verifier, before the canonical
-    statement is shown instead; the default suits the embedded 270M model on 2 cores."""
-    l1_max_tokens: int = _VIEW.l1_max_tokens
-    """Completion tokens one L1 paraphrase may use."""
-    l4_llm_attempts: int = _VIEW.l4_llm_attempts
-    """L4 (§III-E): LLM rewrite attempts per function before the deterministic rewriter (0: only
-    the deterministic rewriter); every accepted rewrite passes the test gate."""
-    model: str = _VIEW.model
-    """The LLM that writes L1 paraphrases and L4 rewrites: a ``local_models`` entry or a litellm name."""
-    prompts_dir: str = _VIEW.prompts_dir
-    """Folder of the L1/L4 prompt templates (relative: from the raydist package)."""
-    request_timeout_base_s: float = _VIEW.request_timeout_base_s
-    """Seconds a view-model request may take besides generating (part of no key)."""
-    request_min_tokens_per_s: float = _VIEW.request_min_tokens_per_s
-    """Slowest generation still given time: a request for N tokens may take base + N / rate s."""
-
-    def __post_init__(self) -> None:
-        _build("view", ViewOptions, self)
-
-
-@dataclass
-class LimitsConfig:
-    """``sandbox.limits``: resource limits of every container (``raydist.sandbox.Limits``)."""
-
-    cpus: float = _LIMITS.cpus
-    """Cores of one container."""
-    memory: str = _LIMITS.memory
-    """RAM as a Docker size (``2g``), no swap; tmpfs pages of /tmp and /testbed count here too."""
-    pids: int = _LIMITS.pids
-    """Most processes at once."""
-    file_size: str = _LIMITS.file_size
-    """Largest file one process may write (RLIMIT_FSIZE), a Docker size."""
-    tmp_size: str = _LIMITS.tmp_size
-    """tmpfs volume at /tmp (the agent's home), a Docker size."""
-    testbed_size: str | None = _LIMITS.testbed_size
-    """How much /testbed may grow beyond the image's repository, a Docker size."""
-
-    def __post_init__(self) -> None:
-        _build("sandbox.limits", Limits, self)
-
-
-@dataclass
 class SandboxConfig:
     """``sandbox``: the Docker sandbox of agent and grading runs (``raydist.sandbox``)."""
 
-    docker_host: str | None = None
-    """Docker daemon URL; null: DOCKER_HOST or the local socket."""
+    docker_host: str | None = keyless(None)
+    """Docker daemon URL; null: DOCKER_HOST or the local socket (part of no key)."""
     base_image: str | None = None
     """Base image tag; null: the tag raydist/sandbox/base_image.sh builds."""
     network: str = "none"
     """Docker network of agent containers (``none``: no network)."""
-    limits: LimitsConfig = field(default_factory=LimitsConfig)
-    """Resource limits of every container."""
+    limits: Limits = field(default_factory=Limits)
+    """Resource limits of every container (``raydist.sandbox.Limits``: cpus, memory, pids,
+    file_size, tmp_size, testbed_size, Docker sizes)."""
     grading_timeout_s: float = 900.0
     """Seconds the test run of one grading may take (> 0)."""
     image_namespace: str = "swebench"
@@ -171,24 +130,6 @@ class ResumeConfig:
 
 
 @dataclass
-class BudgetConfig:
-    """``budget``: the most this launch may spend on model calls, over every call (agents, L1/L4
-    view building); part of no key (``raydist.models.admission.Budget``). When spent, no new
-    unit or view preparation starts; those in flight finish. Units never started have no row:
-    the summary names them and the next launch (with a larger budget) runs them."""
-
-    usd: float | None = None
-    """US dollars (litellm's prices; local models cost 0); null: no bound."""
-    tokens: int | None = None
-    """Prompt plus completion tokens as the model servers report them; null: no bound."""
-
-    def __post_init__(self) -> None:
-        from raydist.models.admission import Budget
-
-        _build("budget", Budget, self)
-
-
-@dataclass
 class LaunchConfig:
     """The main job: model x agent x level x seed over the instances of one benchmark."""
 
@@ -201,17 +142,26 @@ class LaunchConfig:
     """Repository-view levels (SchrodingerRepo §III): a list (``L0``, ``L1+L3``...) or ``implemented``."""
     seeds: Any = field(default_factory=lambda: [0])
     """View seeds: one whole number or a list (§V-C uses three)."""
-    dry_run: bool = False
+    dry_run: bool = keyless(False)
     """Print the plan (units, images, estimated cost and time) and exit 0; start nothing."""
     gate: bool = True
     """Validity gate before an LLM agent is spent: the oracle must resolve every view and the null
     agent must not; a view that fails is reported and not run. Scripted agents skip it."""
-    view: ViewConfig = field(default_factory=ViewConfig)
+    view: ViewOptions = field(default_factory=ViewOptions)
+    """How views are built (``raydist.views.ViewOptions``): l3_files, L1/L4 attempts, the view
+    model and its prompts, its request timing (part of no key)."""
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
-    cluster: ClusterConfig = field(default_factory=ClusterConfig)
-    resume: ResumeConfig = field(default_factory=ResumeConfig)
-    budget: BudgetConfig = field(default_factory=BudgetConfig)
+    cluster: ClusterConfig = keyless(default_factory=ClusterConfig)
+    """Where units run and how many at once (part of no key)."""
+    resume: ResumeConfig = keyless(default_factory=ResumeConfig)
+    """What runs again (part of no key)."""
+    budget: Budget = keyless(default_factory=Budget)
+    """The most this launch may spend on model calls, over every call (agents, L1/L4 view
+    building; ``raydist.models.admission.Budget``: ``usd`` in litellm's prices, local models
+    cost 0; ``tokens``, prompt plus completion; null: no bound). When spent, no new unit or
+    view preparation starts; those in flight finish. Units never started have no row: the
+    summary names them and the next launch (with a larger budget) runs them. Part of no key."""
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     agents: dict[str, Any] = field(default_factory=default_agents)
     """Named agents: ``kind`` (llm, oracle, null) plus fields of ``raydist.agents.AgentSettings``;
@@ -246,15 +196,13 @@ class LaunchConfig:
 #: Overrides the name of a ``--multirun`` job's directory leaves out besides paths and Hydra's
 #: own (``raydist._util.run_dirs.job_name`` patterns): the keys its path already names
 #: (benchmark, agent, model, levels, seeds, and the ``sweep`` group that sets levels and
-#: seeds) and those that are part of no unit key (``raydist.cluster.plan``): where and how
-#: fast units run, where a model server listens, what runs again, how long a model call may
-#: take, what the launch may spend, the dry run.
-UNNAMED_OVERRIDES = ("benchmark", "benchmark.name", "agent", "model", "levels", "seeds", "sweep", "dry_run",
-                     "judge.request_timeout_s",
-                     "cluster", "cluster.*", "resume.*", "budget.*", "sandbox.docker_host", "local_models.*.host",
-                     "local_models.*.replicas",
-                     *(f"view.{name}" for name in TIMING_OPTIONS),
-                     *(f"agents.*.{name}" for name in KEYLESS_AGENT_SETTINGS))
+#: seeds) and those that are part of no unit key, as their fields are marked
+#: (``raydist._util.settings.keyless``): where and how fast units run, what runs again, how
+#: long a model call may take, what the launch may spend, the dry run; and where a model
+#: server listens (``local_models`` entries have no schema).
+UNNAMED_OVERRIDES = ("benchmark", "benchmark.name", "agent", "model", "levels", "seeds", "sweep",
+                     *keyless_paths(LaunchConfig), "local_models.*.host", "local_models.*.replicas",
+                     *(f"agents.*.{name}" for name in keyless_fields(AgentSettings)))
 
 
 def _build(key: str, cls: type, node: Any, skip: tuple[str, ...] = ()) -> None:
@@ -319,15 +267,20 @@ def check_group(key: str, values: Any) -> Any:
 
 
 def _checked(cfg: DictConfig, key: str | None = None) -> Any:
-    """``cfg`` merged onto ``LaunchConfig`` as objects, every node's checks run; only node
-    ``key`` is built when given. Raises ``ConfigError`` naming the first bad key."""
+    """``cfg`` merged onto ``LaunchConfig`` and built into its dataclasses (the runtime ones:
+    ``ViewOptions``, ``Limits``, ``Budget``...), every node's checks run; only node ``key`` is
+    built when given. Raises ``ConfigError`` naming the first bad key."""
     from omegaconf.errors import OmegaConfBaseException
 
     try:
-        merged = OmegaConf.merge(OmegaConf.structured(LaunchConfig), cfg)
-        return OmegaConf.to_object(merged if key is None else merged[key])
+        merged = OmegaConf.merge(structured(LaunchConfig), cfg)
+        if key is None:
+            return build(LaunchConfig, OmegaConf.to_container(merged, resolve=True))
+        return build(node_types(LaunchConfig)[key], OmegaConf.to_container(merged[key], resolve=True), key)
     except ConfigError:
         raise
+    except SettingsError as exc:
+        raise ConfigError(str(exc)) from exc
     except OmegaConfBaseException as exc:
         cause = exc.__cause__ if isinstance(exc.__cause__, ConfigError) else None
         if cause is not None:
@@ -340,12 +293,12 @@ def check_known_keys(cfg: DictConfig, schema: type = LaunchConfig, path: str = "
     fields. Hydra lets ``+key=value`` add a key the schema does not have, and a merge with the
     schema keeps it; a misspelt setting would then be ignored without a word. Raises
     ``ConfigError`` naming the key and the keys allowed there."""
-    known = {f.name: f.type for f in fields(schema)}
+    known, nodes = [f.name for f in fields(schema)], node_types(schema)
     for key in cfg.keys():
         where = f"{path}{key}"
         if key not in known:
             raise ConfigError(f"config key {where}: not a setting; allowed keys there: {', '.join(known)}")
-        child = _SCHEMA_NODES.get(known[key] if isinstance(known[key], str) else getattr(known[key], "__name__", ""))
+        child = nodes.get(key)
         if child is not None and isinstance(cfg[key], DictConfig):
             check_known_keys(cfg[key], child, f"{where}.")
 
@@ -372,20 +325,16 @@ def allowed_keys(path: str) -> list[str] | None:
     """The field names of the schema node at dotted ``path`` ("" is the root), or None."""
     node: Any = LaunchConfig
     for part in [p for p in path.split(".") if p]:
-        types = {f.name: f.type for f in fields(node)} if hasattr(node, "__dataclass_fields__") else {}
-        node = _SCHEMA_NODES.get(types.get(part), None)
+        node = node_types(node).get(part)
         if node is None:
             return None
     return [f.name for f in fields(node)]
 
 
-_SCHEMA_NODES = {cls.__name__: cls for cls in (ViewConfig, LimitsConfig, SandboxConfig, ClusterConfig,
-                                                ResumeConfig, BudgetConfig, BenchmarkConfig, LaunchConfig)}
-
-
 def register() -> None:
-    """Store the schema in Hydra's ConfigStore as ``launch_schema`` (idempotent)."""
-    ConfigStore.instance().store(name="launch_schema", node=LaunchConfig)
+    """Store the schema in Hydra's ConfigStore as ``launch_schema`` (idempotent), every node
+    writable (``raydist._util.settings.structured``: the runtime dataclasses are frozen)."""
+    ConfigStore.instance().store(name="launch_schema", node=structured(LaunchConfig))
 
 
 register()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from raydist._util.settings import keyless
+
 
 @dataclass
 class JudgeConfig:
@@ -18,7 +20,7 @@ class JudgeConfig:
     """Completion tokens per judge request."""
     temperature: float = 0.0
     """Sampling temperature of the judge."""
-    request_timeout_s: float = 120.0
+    request_timeout_s: float = keyless(120.0)
     """Seconds one judge request may take (part of no key)."""
     prompts_dir: str = "conf/prompts"
     """Folder holding ``qa_judge.j2`` (a relative path is taken from the raydist package)."""

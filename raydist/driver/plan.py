@@ -9,11 +9,11 @@ nothing: no Docker, no Ray, no model; it never assembles or downloads a model's 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from raydist._util.run_dirs import GATE_DIR
 from raydist.agents.settings import AgentSettings
@@ -21,11 +21,9 @@ from raydist.cluster.plan import SCRIPTED_AGENTS, RunUnit, build_plan, expand_le
 from raydist.cluster.prepare import with_preparation
 from raydist.cluster.runner import RayOptions
 from raydist.cluster.unit import UnitSettings
-from raydist.driver.config import ConfigError, check_config
+from raydist.driver.config import ConfigError, LaunchConfig, check_config
 from raydist.driver.identity import IdentityError, WeightsUnavailable, agent_prompts_digest, model_identity
 from raydist.models.admission import Budget
-from raydist.sandbox.limits import Limits
-from raydist.views import ViewOptions
 
 
 class JobError(Exception):
@@ -103,8 +101,7 @@ def plan_job(cfg: DictConfig, run_dir: str | Path) -> Job:
     from omegaconf.errors import OmegaConfBaseException
 
     try:
-        check_config(cfg)
-        return _plan(cfg, Path(run_dir))
+        return _plan(check_config(cfg), Path(run_dir))
     except (ConfigError, IdentityError) as exc:
         raise JobError(str(exc)) from exc
     except OmegaConfBaseException as exc:
@@ -115,29 +112,28 @@ def plan_job(cfg: DictConfig, run_dir: str | Path) -> Job:
         raise JobError(f"invalid setting: {exc}") from exc
 
 
-def _container(node) -> Any:
-    return OmegaConf.to_container(node, resolve=True)
-
-
-def _plan(cfg: DictConfig, run_dir: Path) -> Job:
+def _plan(cfg: LaunchConfig, run_dir: Path) -> Job:
+    """The ``Job`` of the checked settings ``cfg`` (``check_config``: ``cfg.view`` is a
+    ``ViewOptions``, ``cfg.sandbox.limits`` a ``Limits``...); unit keys hash their fields as
+    plain data, so they are those of the composed config."""
     agent = "null" if cfg.agent is None else str(cfg.agent)
     if agent not in cfg.agents:
         raise JobError(f"agent={agent!r} is not defined; choose one of {', '.join(cfg.agents)}")
-    agent_cfg = _container(cfg.agents[agent])
+    agent_cfg = dict(cfg.agents[agent])
     kind = agent_cfg.pop("kind")
     model = str(cfg.model)
-    local_models = _container(cfg.local_models)
+    local_models = dict(cfg.local_models)
     local = local_models.get(model)
     if kind == "llm":
         _check_model(model, local)
     instances = _load(cfg)
     levels = _unique("levels", _levels(cfg.levels))
     seeds = _unique("seeds", [int(s) for s in ([cfg.seeds] if isinstance(cfg.seeds, int) else cfg.seeds)])
-    view_options = _container(cfg.view)
+    view_options = asdict(cfg.view)
     cache_dir = Path(cfg.cache_dir).expanduser()
     unknown: list[str] | None = [] if cfg.dry_run else None  # why a dry run's keys cannot be a run's
     sandbox = cfg.sandbox
-    limits = _container(sandbox.limits)
+    limits = asdict(sandbox.limits)
     # Everything besides the agent's own settings that can change a unit's result.
     environment = {"sandbox": {"limits": limits, "network": sandbox.network, "base_image": sandbox.base_image},
                    "grading_timeout_s": float(sandbox.grading_timeout_s)}
@@ -154,7 +150,7 @@ def _plan(cfg: DictConfig, run_dir: Path) -> Job:
     needs_view_model = any(_needs_view_model(level, view_options) for level in levels)
     view_model = ServedModel(view_name, view_local, _model_identity(view_name, view_local, cache_dir, unknown)
                              if needs_view_model else view_name)
-    options = ViewOptions(**view_options)
+    options = cfg.view
 
     def plan_for(name: str, settings: dict, env: dict) -> tuple[RunUnit, ...]:
         units = build_plan(instances, model=model, agent=name, levels=levels, seeds=seeds,
@@ -170,7 +166,7 @@ def _plan(cfg: DictConfig, run_dir: Path) -> Job:
         agent_kind=kind, agent_settings=AgentSettings(**agent_cfg), view_options=options,
         cache_dir=str(cache_dir), run_dir=str(run_dir),
         docker_host=sandbox.docker_host, base_image=sandbox.base_image, network=sandbox.network,
-        limits=Limits(**limits), grading_timeout_s=float(sandbox.grading_timeout_s),
+        limits=sandbox.limits, grading_timeout_s=float(sandbox.grading_timeout_s),
         image_namespace=str(sandbox.image_namespace), judge=None if judge is None else judge[2],
     )
     if needs_view_model:
@@ -180,7 +176,7 @@ def _plan(cfg: DictConfig, run_dir: Path) -> Job:
     if bool(cfg.gate) and kind == "llm" and judge is None:
         gate_units, gate_settings = [], {}
         for name in SCRIPTED_AGENTS:
-            scripted = _container(cfg.agents[name])
+            scripted = dict(cfg.agents[name])
             kind_of = scripted.pop("kind")
             gate_settings[name] = replace(settings, agent_kind=kind_of, agent_settings=AgentSettings(**scripted))
             gate_units += plan_for(name, scripted, scripted_environment)
@@ -191,11 +187,11 @@ def _plan(cfg: DictConfig, run_dir: Path) -> Job:
                view_model=view_model, run_dir=run_dir, retry_errors=bool(cfg.resume.retry_errors), title=title,
                gate=gate, judge=None if judge is None else judge[0],
                keys_unknown="; ".join(dict.fromkeys(unknown or [])),
-               budget=Budget(**_container(cfg.budget)),
-               storage=None if cfg.get("storage") is None else str(cfg.storage), output_root=Path(cfg.output_root))
+               budget=cfg.budget,
+               storage=None if cfg.storage is None else str(cfg.storage), output_root=Path(cfg.output_root))
 
 
-def _judge(cfg: DictConfig, instances, levels, local_models: dict, cache_dir: Path, unknown):
+def _judge(cfg: LaunchConfig, instances, levels, local_models: dict, cache_dir: Path, unknown):
     """For a launch with repository questions (``raydist.tasks.swe_qa``): ``(ServedModel of the
     judge, what the unit keys hash of it, JudgeSettings)``; None for a launch without questions.
     Raises ``JobError`` for a question at a level with L4, whose rewrites must pass the
@@ -214,7 +210,7 @@ def _judge(cfg: DictConfig, instances, levels, local_models: dict, cache_dir: Pa
                        f"tests pass (§III-E); the questions of {', '.join(untested)} have no test command: give their "
                        f"release a test_cmd and install pins (benchmark.releases.<repo>), or use L0-L3 and their "
                        f"combinations, e.g. levels=[L0,L1,L2,L3,L1+L2+L3]")
-    conf = _container(cfg.judge)
+    conf = asdict(cfg.judge)
     if int(conf["attempts"]) < 1:
         raise JobError(f"judge.attempts={conf['attempts']}: give at least 1")
     name = str(conf["model"])
@@ -248,13 +244,13 @@ def _model_identity(name: str, entry: dict | None, cache_dir: Path, unknown: lis
         return name
 
 
-def _ray_options(cfg: DictConfig) -> RayOptions:
+def _ray_options(cfg: LaunchConfig) -> RayOptions:
     from raydist.outcomes import RetryPolicy
 
     resume = cfg.resume
     retry = RetryPolicy(max_attempts=int(resume.max_attempts), backoff_s=float(resume.backoff_s),
                         backoff_max_s=float(resume.backoff_max_s))
-    return RayOptions(**_container(cfg.cluster), retry=retry)
+    return RayOptions(**asdict(cfg.cluster), retry=retry)
 
 
 def _needs_view_model(level: str, view_options: dict) -> bool:
@@ -289,12 +285,12 @@ def _check_model(model: str, local: Mapping[str, Any] | None) -> None:
         raise JobError(str(exc)) from exc
 
 
-def _load(cfg: DictConfig) -> list:
+def _load(cfg: LaunchConfig) -> list:
     from raydist.driver.benchmark import load_benchmark
     from raydist.tasks import MalformedInstance
 
     bench = cfg.benchmark
-    if bench.get("kind") == "problems":
+    if bench.kind == "problems":
         raise JobError(f"benchmark={bench.name} is a set of seed problems, not repository tasks: run "
                        f"`python -m raydist.launch_problems benchmark={bench.name}`")
     try:

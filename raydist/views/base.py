@@ -15,6 +15,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol, runtime_checkable
 
+from raydist._util.settings import keyless, keyless_fields
+
 #: ``(path, text) -> text``: how one level presents a file whose original is ``text``.
 FileRenderer = Callable[[str, str], str]
 
@@ -111,10 +113,10 @@ class ViewOptions:
     """The LLM that writes L1 paraphrases and L4 rewrites: a ``local_models`` entry or a litellm name."""
     prompts_dir: str = "conf/prompts"
     """Folder of the L1 and L4 prompt templates (a relative path is taken from the raydist checkout)."""
-    request_timeout_base_s: float = 120.0
+    request_timeout_base_s: float = keyless(120.0)
     """Seconds a view-model request may take besides generating its answer (connecting,
     queueing, reading the prompt)."""
-    request_min_tokens_per_s: float = 4.0
+    request_min_tokens_per_s: float = keyless(4.0)
     """The slowest generation the view model is given time for: a request for ``max_tokens``
     may take ``request_timeout_base_s + max_tokens / request_min_tokens_per_s`` seconds (a
     1024-token L4 rewrite 376 s, a 96-token L1 verdict 144 s, with the defaults)."""
@@ -134,7 +136,7 @@ class ViewOptions:
                 raise ValueError(f"ViewOptions.{name}={value!r}; give a number of seconds or tokens above 0")
 
 
-TIMING_OPTIONS = ("request_timeout_base_s", "request_min_tokens_per_s")
+TIMING_OPTIONS = keyless_fields(ViewOptions)
 """``ViewOptions`` fields that bound how long a view-model call may wait, never what it
 answers: they are part of no unit key (``raydist.cluster.plan.unit_config_hash``) and of no
 preparation cache key (``raydist.cluster.prepare.task_key``), so changing them reruns nothing."""
