@@ -16,9 +16,10 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 import raydist.launch  # noqa: F401 - registers the schema and the resolvers
+from raydist._util.settings import node_types
 from raydist.agents.settings import AgentSettings
 from raydist.cluster.runner import RayOptions
-from raydist.driver.config import ClusterConfig, LimitsConfig, ViewConfig, allowed_keys
+from raydist.driver.config import ClusterConfig, LaunchConfig, SandboxConfig, allowed_keys
 from raydist.driver.preflight import job_overrides, preflight
 from raydist.launch import job_subdir, view_dir
 from raydist.sandbox.container import Limits
@@ -34,8 +35,12 @@ def composed(*overrides: str):
 
 
 def test_the_schema_defaults_are_the_values_of_the_dataclasses_that_use_them():
-    assert asdict(ViewConfig()) == asdict(ViewOptions())
-    assert asdict(LimitsConfig()) == asdict(Limits())
+    # the runtime dataclasses are the schema's nodes themselves: no mirror to drift
+    assert node_types(LaunchConfig)["view"] is ViewOptions
+    assert node_types(SandboxConfig)["limits"] is Limits
+    cfg = composed()
+    assert dict(cfg.view) == asdict(ViewOptions())
+    assert dict(cfg.sandbox.limits) == asdict(Limits())
     ray = asdict(RayOptions())
     ray.pop("retry")
     assert asdict(ClusterConfig()) == ray

@@ -106,7 +106,8 @@ def build(cls: type, values: Any, path: str = "") -> Any:
     """``cls`` built from ``values`` (a mapping, e.g. a resolved DictConfig node), its
     dataclass fields built first, each by its own constructor so its own checks run. Raises
     :class:`SettingsError` ``"<path>: <the check's message>"`` for the first node refused
-    (the node's dotted ``path``; no prefix at the root)."""
+    (the node's dotted ``path``; no prefix at the root, nor for a message that starts with
+    the key it names, e.g. ``cluster.address=...``)."""
     kwargs, nodes = {}, node_types(cls)
     for f in dataclasses.fields(cls):
         if f.name not in values:
@@ -121,4 +122,5 @@ def build(cls: type, values: Any, path: str = "") -> Any:
     except SettingsError:
         raise
     except (TypeError, ValueError) as exc:
-        raise SettingsError(f"{path}: {exc}" if path else str(exc)) from exc
+        named = not path or str(exc).startswith((f"{path}.", f"{path}=", f"{path}:"))  # the check names its key
+        raise SettingsError(str(exc) if named else f"{path}: {exc}") from exc
