@@ -51,9 +51,11 @@ def keyless_fields(cls: type) -> tuple[str, ...]:
 
 def keyed_fields(value: Any) -> dict[str, Any]:
     """The keyed fields of ``value`` (a dataclass instance) as plain data:
-    ``dataclasses.asdict`` without the fields marked :func:`keyless`; a nested dataclass is
-    given whole (its own marks are for the key it is part of, e.g. ``ViewOptions`` in a
-    unit's key)."""
+    ``dataclasses.asdict`` without the fields marked :func:`keyless`, at every depth (a nested
+    dataclass gives its own keyed fields). E.g. of a ``ViewOptions``: every field but the
+    request timing; of a ``LaunchConfig``: no ``cluster``, ``resume``, ``budget``,
+    ``dry_run``, ``sandbox.docker_host``. What a unit's key hashes of the settings is made of
+    these (``raydist.cluster.plan.unit_config_hash``)."""
     return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value) if is_keyed(f)}
 
 
@@ -66,7 +68,7 @@ def node_types(cls: type) -> dict[str, type]:
 
 
 def _plain(value: Any) -> Any:
-    return dataclasses.asdict(value) if dataclasses.is_dataclass(value) and not isinstance(value, type) else value
+    return keyed_fields(value) if dataclasses.is_dataclass(value) and not isinstance(value, type) else value
 
 
 def keyless_paths(cls: type, prefix: str = "") -> Iterator[str]:

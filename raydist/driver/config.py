@@ -168,13 +168,14 @@ class LaunchConfig:
     ``miniswe`` (mini-swe-agent), ``oracle`` and ``null`` by default (``default_agents``)."""
     local_models: dict[str, Any] = field(default_factory=dict)
     """Models raydist serves itself (``raydist.cluster.serving.serve_model``), by name."""
-    data_root: str = DATA_ROOT
-    """Data sets that no package ships; the ``benchmark`` group reads files below it."""
-    cache_dir: str = CACHE_DIR
+    data_root: str = keyless(DATA_ROOT)
+    """Data sets that no package ships; the ``benchmark`` group reads files below it (part of no
+    key, as every folder: an instance's key holds its content's hash)."""
+    cache_dir: str = keyless(CACHE_DIR)
     """Host cache: sdists, wheelhouses, repository snapshots, view preparations, file hashes."""
-    output_root: str = OUTPUT_ROOT
+    output_root: str = keyless(OUTPUT_ROOT)
     """Run directories live below it: ``<benchmark>/<agent>/<model>/<levels>__s<seeds>``."""
-    storage: str | None = None
+    storage: str | None = keyless(None)
     """Where run directories and the shared caches are kept besides this disk: a folder (e.g. a
     shared mount) or a URI ``pyarrow.fs`` opens (``file:///...``, ``s3://bucket/prefix``,
     ``gs://...``, ``hdfs://...``; credentials from the environment). The run directory under

@@ -16,6 +16,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from raydist._util.run_dirs import GATE_DIR
+from raydist._util.settings import keyed_fields
 from raydist.agents.settings import AgentSettings
 from raydist.cluster.plan import SCRIPTED_AGENTS, RunUnit, build_plan, expand_levels, unit_config_hash
 from raydist.cluster.prepare import with_preparation
@@ -129,7 +130,7 @@ def _plan(cfg: LaunchConfig, run_dir: Path) -> Job:
     instances = _load(cfg)
     levels = _unique("levels", _levels(cfg.levels))
     seeds = _unique("seeds", [int(s) for s in ([cfg.seeds] if isinstance(cfg.seeds, int) else cfg.seeds)])
-    view_options = asdict(cfg.view)
+    view_options = keyed_fields(cfg.view)  # what a unit's key hashes of the view settings
     cache_dir = Path(cfg.cache_dir).expanduser()
     unknown: list[str] | None = [] if cfg.dry_run else None  # why a dry run's keys cannot be a run's
     sandbox = cfg.sandbox
