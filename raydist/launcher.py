@@ -98,14 +98,16 @@ def exit_status_of(exc: BaseException, file: IO[str] | None = None) -> int:
 class Entry:
     """What one launcher supplies to the skeleton.
 
-    ``config_name``: its primary config in ``raydist/conf`` (``config``, ``problems``,
-    ``recall``). ``run(cfg, run_dir)``: one job, returning its exit status (0, 1, 3) or raising
-    (mapped by :func:`exit_status_of`). ``preflight(argv)``: the first problem with any job's
-    settings as one line, or None. ``docker_host(cfg)``: the Docker daemon whose orphans are
-    swept after a job (None: no sweep). ``sweep_report``: keyword arguments of
-    ``write_sweep_report``, or None for no report. ``interrupted``: the line printed when a job
-    is interrupted (empty: the job prints its own). ``ran(cfg, status)``: whether a job left a
-    run directory worth reporting (default: not refused with status 2).
+    * ``config_name``: its primary config in ``raydist/conf`` (``config``, ``problems``, ``recall``).
+    * ``run(cfg, run_dir)``: one job, returning its exit status (0, 1, 3) or raising (mapped by
+      :func:`exit_status_of`).
+    * ``preflight(argv)``: the first problem with any job's settings as one line, or None.
+    * ``docker_host(cfg)``: the Docker daemon whose orphans are swept after a job that ran
+      (the attribute None: the entry starts no container).
+    * ``sweep_report``: keyword arguments of ``write_sweep_report``, or None for no report.
+    * ``interrupted``: the line printed when a job is interrupted (empty: the job prints its own).
+    * ``ran(cfg, status)``: whether a job ran, so left a run directory worth reporting and maybe
+      containers (default: it was not refused with 2).
     """
 
     config_name: str
@@ -163,8 +165,9 @@ def shut_down(docker_host: str | None, sweep: bool = True) -> None:
 
 def run_one(entry: Entry, jobs: Jobs, cfg: DictConfig, run_dir: str, overrides: str) -> int:
     """One Hydra job of ``entry``: skipped (130) once a job was interrupted, else run, its
-    exception mapped to an exit status, Ray shut down and orphans swept. Never raises and never
-    exits, so the next job of a ``--multirun`` runs; records the status in ``jobs``."""
+    exception mapped to an exit status, Ray shut down and (when it ran: ``Entry.ran``) orphans
+    swept. Never raises and never exits, so the next job of a ``--multirun`` runs; records the
+    status in ``jobs``."""
     if jobs.interrupted:
         print(f"raydist: skipped {run_dir}: the sweep was interrupted", file=sys.stderr, flush=True)
         jobs.record(run_dir, EXIT_INTERRUPTED, overrides)
@@ -173,17 +176,17 @@ def run_one(entry: Entry, jobs: Jobs, cfg: DictConfig, run_dir: str, overrides: 
         status = entry.run(cfg, run_dir)
     except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - one job's failure must not stop the next
         status = exit_status_of(exc)
-    finally:
-        try:
-            docker_host = entry.docker_host(cfg) if entry.docker_host is not None else None
-            shut_down(docker_host, sweep=entry.docker_host is not None)
-        except Exception:  # noqa: BLE001 - a setting that does not resolve: the job already said so
-            shut_down(None, sweep=False)
+    ran = entry.ran(cfg, status)  # a job refused (2) or a dry run started no container: nothing to sweep
+    try:
+        shut_down(entry.docker_host(cfg) if entry.docker_host is not None and ran else None,
+                  sweep=entry.docker_host is not None and ran)
+    except Exception:  # noqa: BLE001 - a setting that does not resolve: the job already said so
+        shut_down(None, sweep=False)
     if status == EXIT_INTERRUPTED:
         jobs.interrupted = True
         if entry.interrupted:
             print(f"\n{entry.interrupted}", file=sys.stderr, flush=True)
-    if entry.ran(cfg, status):
+    if ran:
         jobs.reported.append(run_dir)
     jobs.record(run_dir, status, overrides)
     return status
