@@ -154,7 +154,7 @@ def test_the_node_that_ran_a_unit_is_no_part_of_its_key(tmp_path):
     one stored row, the last node's."""
     from dataclasses import fields
 
-    from raydist.cluster.plan import RunUnit, build_plan
+    from raydist.cluster.unit_key import RunUnit, build_plan
     from raydist.results import ResultStore
     from raydist.tasks import load_instances
 

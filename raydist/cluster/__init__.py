@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 
 _PUBLIC = {
-    "RunUnit": "raydist.cluster.plan",
+    "RunUnit": "raydist.cluster.unit_key",
     "serve_model": "raydist.cluster.serving",
     "server_arguments": "raydist.cluster.serving",
     "server_command": "raydist.cluster.serving",

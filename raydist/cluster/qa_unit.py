@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from raydist.cluster.outputs import GRADING, bounded, unit_stem
-from raydist.cluster.plan import RunUnit
+from raydist.cluster.unit_key import RunUnit
 from raydist.outcomes import ANSWERED, InfrastructureError
 from raydist.tasks.swe_qa import QA_TASK
 

@@ -1,4 +1,4 @@
-"""One run unit, start to finish, in plain Python (the Ray task in ``runner`` only calls it).
+"""One run unit, start to finish, in plain Python (the Ray task in ``scheduler`` only calls it).
 
 Flow (docs/architecture.md): instance image -> View (pure) -> agent sandbox with the view
 written and git re-initialised at the view state (so no history reveals the original) ->
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from raydist.cluster.outputs import grading_log, read_trajectory, scratch_trajectory
-from raydist.cluster.plan import RunUnit
+from raydist.cluster.unit_key import RunUnit
 from raydist.outcomes import (
     BUG,
     INPUT_ERROR,

@@ -23,8 +23,8 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 from raydist.agents.settings import AGENT_KINDS, default_agents
-from raydist.cluster.plan import KEYLESS_AGENT_SETTINGS
-from raydist.cluster.runner import RayOptions
+from raydist.cluster.scheduler import RayOptions
+from raydist.cluster.unit_key import KEYLESS_AGENT_SETTINGS
 from raydist.driver.benchmark import BenchmarkConfig
 from raydist.driver.judge import JudgeConfig
 from raydist.outcomes import RetryPolicy
@@ -112,7 +112,7 @@ class SandboxConfig:
 
 @dataclass
 class ClusterConfig:
-    """``cluster``: where units run (``raydist.cluster.runner.RayOptions``)."""
+    """``cluster``: where units run (``raydist.cluster.scheduler.RayOptions``)."""
 
     address: str | None = _RAY.address
     """null: a local Ray on loopback; ``auto``: the cluster this node belongs to; ``ray://host:10001``:
@@ -245,7 +245,7 @@ class LaunchConfig:
 #: Overrides the name of a ``--multirun`` job's directory leaves out besides paths and Hydra's
 #: own (``raydist._util.run_dirs.job_name`` patterns): the keys its path already names
 #: (benchmark, agent, model, levels, seeds, and the ``sweep`` group that sets levels and
-#: seeds) and those that are part of no unit key (``raydist.cluster.plan``): where and how
+#: seeds) and those that are part of no unit key (``raydist.cluster.unit_key``): where and how
 #: fast units run, where a model server listens, what runs again, how long a model call may
 #: take, what the launch may spend, the dry run.
 UNNAMED_OVERRIDES = ("benchmark", "benchmark.name", "agent", "model", "levels", "seeds", "sweep", "dry_run",

@@ -17,10 +17,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from raydist._util.run_dirs import GATE_DIR
 from raydist.agents.settings import AgentSettings
-from raydist.cluster.plan import SCRIPTED_AGENTS, RunUnit, build_plan, expand_levels, unit_config_hash
-from raydist.cluster.prepare import with_preparation
-from raydist.cluster.runner import RayOptions
+from raydist.cluster.scheduler import RayOptions
 from raydist.cluster.unit import UnitSettings
+from raydist.cluster.unit_key import SCRIPTED_AGENTS, RunUnit, plan_units
 from raydist.driver.config import ConfigError, check_config
 from raydist.driver.identity import IdentityError, WeightsUnavailable, agent_prompts_digest, model_identity
 from raydist.models.admission import Budget
@@ -157,9 +156,8 @@ def _plan(cfg: DictConfig, run_dir: Path) -> Job:
     options = ViewOptions(**view_options)
 
     def plan_for(name: str, settings: dict, env: dict) -> tuple[RunUnit, ...]:
-        units = build_plan(instances, model=model, agent=name, levels=levels, seeds=seeds,
-                           config_hash=unit_config_hash(name, settings, view_options, env))
-        return tuple(with_preparation(units, options, view_model.identity))
+        return plan_units(instances, model=model, agent=name, levels=levels, seeds=seeds, agent_settings=settings,
+                          view_options=view_options, environment=env, view_model_identity=view_model.identity)
 
     units = plan_for(agent, agent_cfg, environment)
     if not units:
@@ -304,13 +302,9 @@ def _load(cfg: DictConfig) -> list:
 
 
 def _levels(levels) -> list[str]:
-    from raydist.views import implemented_levels, parse_level
+    from raydist.views import level_specs
 
-    raw = levels if isinstance(levels, str) else list(levels)
     try:
-        out = expand_levels(raw, implemented_levels())
-        for level in out:
-            parse_level(level)  # repeated parts (L1+full) fail here, before any unit runs
-        return out
+        return level_specs(levels if isinstance(levels, str) else list(levels))
     except ValueError as exc:
         raise JobError(str(exc)) from exc

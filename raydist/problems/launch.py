@@ -189,7 +189,7 @@ def run_job(cfg: DictConfig, run_dir: str) -> int:
               "scored as failed); run the same command again to retry them", file=sys.stderr)
         status = 1  # the tables are complete, but some items must run again: say so to scripts
     elif numbers.get("not_started"):
-        from raydist.cluster.budget import EXIT_BUDGET_SPENT
+        from raydist.results.budget import EXIT_BUDGET_SPENT
 
         print(f"raydist: the budget kept {numbers['not_started']} item(s) from starting (named in summary.md); "
               "run the same command with a larger budget to run them", file=sys.stderr)
