@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # imported where used: the sandbox's Limits loads Docker
     from raydist.views import ViewOptions
 
 __all__ = ["InstanceImage", "UnitInputError", "UnitResult", "UnitSettings", "error_fields", "execute_unit",
-           "result_fields"]
+           "result_fields", "run_unit"]
 
 
 @dataclass(frozen=True)
