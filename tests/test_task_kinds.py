@@ -97,19 +97,20 @@ def test_a_kind_refuses_a_level_it_cannot_run_before_anything_runs(tmp_path, cou
 
 
 @pytest.mark.docker
-@pytest.mark.parametrize("level", ["L0", "L2"])
+@pytest.mark.parametrize("level", ["L0", "L3"])
 def test_a_unit_of_the_third_kind_runs_in_its_sandbox_and_its_score_is_its_row(client, count_kind, level):
     from raydist.sandbox import ensure_instance_image
 
     cache = Path(os.environ.get("RAYDIST_CACHE_DIR", Path.home() / ".cache" / "raydist"))
     [instance] = load_instances("builtin", ids=[WCWIDTH])
     image = ensure_instance_image(client, instance.recipe, cache_dir=cache)
-    settings = UnitSettings(agent_kind="null", agent_settings=AgentSettings(), view_options=ViewOptions(),
+    options = ViewOptions(l3_files="all")  # L3 reorders every file, not only the patched ones
+    settings = UnitSettings(agent_kind="null", agent_settings=AgentSettings(), view_options=options,
                             cache_dir=str(cache), run_dir="/nonexistent", network="none", grading_timeout_s=60)
     unit = RunUnit(WCWIDTH, instance.content_hash(), "-", "null", level, 0, "c")
     row = execute_unit(unit, counting(replace(instance, test_cmd="")), settings)  # count tasks need no tests
-    changed = len(build_view(instance, RepoFiles(Path(image.repo_dir)), level, 0).files)
+    changed = len(build_view(instance, RepoFiles(Path(image.repo_dir)), level, 0, options).files)
     assert (row["outcome"], row["task"], row["answer"], row["resolved"]) == (ANSWERED, "count", str(changed), False)
-    assert (row["agent_exit"], row["steps"], row.get("error")) == ("submitted", 0, None)
-    assert changed == 0 if level == "L0" else changed > 0
+    assert (row["agent_exit"], row["steps"], row.get("error")) == ("submitted", 1, None)  # the null agent submits
+    assert changed == {"L0": 0, "L3": 5}[level]
     assert list(row["files"]) == [f"trajectories/{WCWIDTH}__{level}__s0__{unit.key[:8]}.traj.json"]
