@@ -1,6 +1,6 @@
 """Scheduling at scale, side by side in one run:
 
-1. overhead: per-unit scheduling overhead of the Ray path (``raydist.cluster.runner.run_units``,
+1. overhead: per-unit scheduling overhead of the Ray path (``raydist.cluster.scheduler.run_units``,
    i.e. ``run_bounded``) against a ``concurrent.futures.ThreadPoolExecutor`` running the same
    units at the same concurrency (goal: Ray at most 50 ms per unit more). A unit sleeps
    ``--pause`` seconds (``bench/cheap_sweep.py`` ``sleeping_execute``); overhead per unit is
@@ -51,8 +51,8 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cheap_sweep
 
-from raydist.cluster.plan import RunUnit
-from raydist.cluster.runner import RayOptions, hold_worker_leases, run_units
+from raydist.cluster.scheduler import RayOptions, hold_worker_leases, run_units
+from raydist.cluster.unit_key import RunUnit
 
 
 def units_of(n: int, pause: float) -> tuple[list[RunUnit], dict]:
@@ -134,7 +134,7 @@ def nodes(args) -> list[str]:
     import ray
     from ray.cluster_utils import Cluster
 
-    from raydist.cluster.runner import init_ray
+    from raydist.cluster.scheduler import init_ray
 
     n, pause = args.node_units, args.node_pause
     units, instances = units_of(n, pause)

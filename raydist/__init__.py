@@ -4,7 +4,7 @@ The small public API, one name per step of a run (each is loaded on first use, s
 ``import raydist`` imports neither Ray, Docker nor litellm)::
 
     load_instances(source) -> list[Instance]                       raydist.tasks
-    RunUnit(instance_id, instance_hash, model, agent, level, seed, config_hash)   raydist.cluster.plan
+    RunUnit(instance_id, instance_hash, model, agent, level, seed, config_hash)   raydist.cluster.unit_key
     build_view(instance, repo, level, seed) -> View                 raydist.views
     NamespaceTranslator, recover_patch(original, final) -> str      raydist.views
     Sandbox.create(client, image, limits=Limits()) -> Sandbox       raydist.sandbox
@@ -23,7 +23,7 @@ __version__ = "0.1.0"
 _PUBLIC = {
     "Instance": "raydist.tasks",
     "load_instances": "raydist.tasks",
-    "RunUnit": "raydist.cluster.plan",
+    "RunUnit": "raydist.cluster.unit_key",
     "View": "raydist.views",
     "ViewOptions": "raydist.views",
     "RepoFiles": "raydist.views",

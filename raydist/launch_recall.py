@@ -95,7 +95,7 @@ def endpoint_of(settings):
     """The model's ``ModelEndpoint`` for the probe's duration: a ``local_models`` entry with a
     server command is started under Ray (``raydist.cluster.serving.serve_model``), any other
     model is reached as it is. Raises RecallError for an unknown model name."""
-    from raydist.cluster.runner import RayOptions
+    from raydist.cluster.scheduler import RayOptions
     from raydist.cluster.serving import serve_for_command
     from raydist.models.endpoint import UnknownModel, check_model_name
 

@@ -54,7 +54,7 @@ EXIT_FAILED = 1
 EXIT_SETTING = 2
 """A setting or an input is wrong; nothing started."""
 EXIT_BUDGET = 3
-"""``budget.*`` was spent and kept work from starting (``raydist.cluster.budget.EXIT_BUDGET_SPENT``)."""
+"""``budget.*`` was spent and kept work from starting (``raydist.results.budget.EXIT_BUDGET_SPENT``)."""
 EXIT_INTERRUPTED = 130
 """Ctrl-C or SIGTERM."""
 

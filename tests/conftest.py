@@ -84,7 +84,7 @@ def ray_local():
     shuts it down, and the next user starts another), ended by Ray at exit."""
     import ray
 
-    from raydist.cluster.runner import RayOptions
+    from raydist.cluster.scheduler import RayOptions
 
     if not ray.is_initialized():
         ray.init(address="local", num_cpus=2, resources={RayOptions().sandbox_resource: 2}, include_dashboard=False,

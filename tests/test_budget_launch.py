@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from raydist.cluster.budget import EXIT_BUDGET_SPENT
+from raydist.results.budget import EXIT_BUDGET_SPENT
 from tests.openai_stub_server import refuse, reply, scripted_server
 
 ROOT = Path(__file__).resolve().parents[1]

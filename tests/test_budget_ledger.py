@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from raydist.cluster.budget import EXIT_BUDGET_SPENT
+from raydist.results.budget import EXIT_BUDGET_SPENT
 from tests.openai_stub_server import reply, scripted_server
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -23,9 +23,9 @@ from ray.cluster_utils import Cluster
 
 from raydist.agents.outcome import save_trajectory
 from raydist.cluster.outputs import grading_log, grading_log_name, trajectory_name
-from raydist.cluster.plan import build_plan
-from raydist.cluster.runner import ClusterTooSmall, RayOptions, init_ray, run_units
+from raydist.cluster.scheduler import ClusterTooSmall, RayOptions, init_ray, run_units
 from raydist.cluster.unit import UnitSettings, execute_unit
+from raydist.cluster.unit_key import build_plan
 from raydist.outcomes import RetryPolicy
 from raydist.results import ResultStore
 from raydist.results.sink import RowSink
@@ -263,7 +263,7 @@ def test_a_cluster_without_the_sandbox_resource_is_refused_before_any_unit_is_su
 
 
 def test_a_local_ray_advertises_one_sandbox_slot_per_cpu():
-    from raydist.cluster.runner import _local_cpus
+    from raydist.cluster.scheduler import _local_cpus
 
     if ray.is_initialized():
         ray.shutdown()
@@ -289,7 +289,7 @@ cluster.shutdown()
 
 LOCAL_LAUNCH = """
 import json, ray
-from raydist.cluster.runner import RayOptions, init_ray
+from raydist.cluster.scheduler import RayOptions, init_ray
 init_ray(RayOptions())
 print(json.dumps(ray.cluster_resources()))
 """
@@ -308,7 +308,7 @@ def test_a_local_launch_starts_its_own_ray_beside_a_cluster_already_running_on_t
                               check=False)
         assert done.returncode == 0, done.stderr[-2000:]
         resources = json.loads(done.stdout.strip().splitlines()[-1])
-        from raydist.cluster.runner import _local_cpus
+        from raydist.cluster.scheduler import _local_cpus
 
         assert "elsewhere" not in resources
         assert (resources["sandbox"], resources["CPU"]) == (_local_cpus(), _local_cpus())

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from raydist.cluster.runner import run_bounded
+from raydist.cluster.scheduler import run_bounded
 
 pytestmark = pytest.mark.ray
 
@@ -69,7 +69,7 @@ def test_a_worker_runs_the_queued_tasks_one_after_another_on_one_lease(monkeypat
     returns it after every task: ``RayOptions(worker_lease_s=0.5)`` gives 4 x slots)."""
     import ray
 
-    from raydist.cluster.runner import LEASE_ENV, RayOptions, _local_cpus, init_ray
+    from raydist.cluster.scheduler import LEASE_ENV, RayOptions, _local_cpus, init_ray
 
     if ray.is_initialized():
         ray.shutdown()

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from raydist.cluster.plan import RunUnit, build_plan
+from raydist.cluster.unit_key import RunUnit, build_plan
 from raydist.driver import phases
 from raydist.driver.report import compile_tables
 from raydist.results import ResultStore
@@ -48,7 +48,7 @@ def test_the_units_phase_returns_the_units_it_ran_and_the_last_outcome_of_each(t
         on_row(_row(todo[2], "bug"))
         return []  # every unit started
 
-    monkeypatch.setattr("raydist.cluster.runner.run_units", fake_run_units)
+    monkeypatch.setattr("raydist.cluster.scheduler.run_units", fake_run_units)
     sink = RowSink(ResultStore(tmp_path))
     ran = phases.units(_job(units, tmp_path), ready, None, None, sink)
     assert ran == phases.Ran(tuple(u.key for u in units[:3]), {"resolved": 1, "unresolved": 1, "bug": 1})

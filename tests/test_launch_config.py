@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 import raydist.launch  # noqa: F401 - registers the schema and the resolvers
 from raydist._util.settings import node_types
 from raydist.agents.settings import AgentSettings
-from raydist.cluster.runner import RayOptions
+from raydist.cluster.scheduler import RayOptions
 from raydist.driver.config import ClusterConfig, LaunchConfig, SandboxConfig, allowed_keys
 from raydist.driver.preflight import job_overrides, preflight
 from raydist.launch import job_subdir, view_dir

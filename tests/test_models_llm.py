@@ -222,7 +222,7 @@ def test_gemma_agent_on_an_l2_view_of_a_real_instance_sees_no_original_name(llam
     included, names none of the repository's identity tokens, and neither does the statement;
     original names it types unseen are counted as memorised, never as shown."""
     from raydist.agents.environment import leak_count
-    from raydist.cluster.unit import _install_view
+    from raydist.cluster.workspace import install_view
     from raydist.sandbox import ensure_instance_image
     from raydist.tasks import load_instances
     from raydist.views import RepoFiles, build_view
@@ -234,7 +234,7 @@ def test_gemma_agent_on_an_l2_view_of_a_real_instance_sees_no_original_name(llam
     assert leak_count(view, instance.problem_statement) == 4  # six, ensure_text, ensure_str, ensure_binary
     assert leak_count(view, view.problem_statement) == 0
     with Sandbox.create(client, image.tag, limits=Limits(memory="1g", pids=256), name="llm-l2-test") as sandbox:
-        _install_view(sandbox, view)
+        install_view(sandbox, view)
         outcome = run_agent(view=view, sandbox=sandbox,
                             endpoint=ModelEndpoint(LITELLM_MODEL, api_base=api_base, local=True),
                             settings=AgentSettings(step_limit=4, command_timeout_s=30),

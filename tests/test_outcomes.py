@@ -13,9 +13,9 @@ import docker
 import pytest
 
 from raydist.agents import AgentSettings, run_agent
-from raydist.cluster.plan import RunUnit
 from raydist.cluster.prepare import PreparationError, prepared_of
 from raydist.cluster.unit import UnitSettings, execute_unit
+from raydist.cluster.unit_key import RunUnit
 from raydist.models import ModelEndpoint, ModelUnreachable
 from raydist.models.retry import call_with_retries
 from raydist.outcomes import InfrastructureError, InputError, RetryPolicy, agent_exit_of, classify_exception

@@ -9,8 +9,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from raydist.cluster.plan import RunUnit, build_plan, expand_levels, stable_hash, unit_config_hash
+from raydist.cluster.unit_key import RunUnit, build_plan, stable_hash, unit_config_hash
 from raydist.results import ResultStore, action_mix, action_mix_markdown, error_counts, redact, summarise, to_markdown
+from raydist.views import implemented_levels, level_specs
 
 
 @dataclass
@@ -70,11 +71,11 @@ def test_config_hash_leaves_out_the_view_model_timing_options():
     assert unit_config_hash("miniswe", {"step_limit": 8}, timed) == base
 
 
-def test_expand_levels_resolves_implemented_and_rejects_unknown_names():
-    assert expand_levels("implemented", ["L0", "L3"]) == ["L0", "L3"]
-    assert expand_levels(["L3", "L0+L3"], ["L0", "L3"]) == ["L3", "L0+L3"]
-    with pytest.raises(ValueError, match=r"unknown level 'L9' in 'L0\+L9'.*L0, L3"):
-        expand_levels(["L0+L9"], ["L0", "L3"])
+def test_level_specs_resolve_implemented_and_reject_unknown_names():
+    assert level_specs("implemented") == implemented_levels()
+    assert level_specs(["L3", "L0+L3"]) == ["L3", "L0+L3"]
+    with pytest.raises(ValueError, match=r"unknown level 'L9' in 'L0\+L9'.*L0, L1, L2, L3"):
+        level_specs(["L0+L9"])
 
 
 def test_rows_are_durable_and_a_rewrite_never_duplicates(tmp_path):

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from raydist.cluster.plan import RunUnit
 from raydist.cluster.prepare import PrepCache, PrepTask, preparation_tasks, prepared_for, task_key
 from raydist.cluster.rewrites import docker_gate, prepare_rewrites
+from raydist.cluster.unit_key import RunUnit
 from raydist.sandbox import ensure_instance_image
 from raydist.tasks import load_instances
 from raydist.views import MissingPreparation, Prepared, RepoFiles, ViewOptions, build_view
@@ -281,7 +281,7 @@ def test_the_timing_options_change_no_preparation_key():
 
 
 def test_units_needing_preparation_get_new_keys_when_what_decides_it_changes(tmp_path):
-    from raydist.cluster.prepare import with_preparation
+    from raydist.cluster.unit_key import with_preparation
 
     prompts = tmp_path / "prompts"
     prompts.mkdir()

@@ -36,7 +36,7 @@ def test_importing_raydist_models_or_cluster_loads_no_ray():
 
 def test_public_names_are_the_objects_of_their_modules():
     import raydist
-    from raydist.cluster.plan import RunUnit
+    from raydist.cluster.unit_key import RunUnit
     from raydist.problems.metrics import dypass_at_k, pass_at_k
     from raydist.views.l2.translator import NamespaceTranslator
     from raydist.views.levels import build_view

@@ -202,7 +202,7 @@ def wcwidth_image(client):
 @pytest.mark.docker
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_what_the_agent_does_to_git_does_not_change_the_recovered_patch(client, wcwidth_image, scenario):
-    from raydist.cluster.unit import _install_view, _read_changes
+    from raydist.cluster.workspace import install_view, read_changes
     from raydist.sandbox import Sandbox
     from raydist.views import RepoFiles, ViewOptions, build_view
 
@@ -211,10 +211,10 @@ def test_what_the_agent_does_to_git_does_not_change_the_recovered_patch(client, 
     view = build_view(instance, repo, "L0", 0, ViewOptions(), None)
     commands, added, dropped = SCENARIOS[scenario]
     with Sandbox.create(client, image.tag, name="recover") as box:
-        initial = _install_view(box, view)
+        initial = install_view(box, view)
         for command in commands:
             assert box.exec(command, timeout=60).returncode == 0, command
-        changes = _read_changes(box, initial, repo)
+        changes = read_changes(box, initial, repo)
     path = "wcwidth/wcwidth.py"
     fixed = repo.read(path).replace("or 0x07F < ucs < 0x0A0", "or 0x07F <= ucs < 0x0A0")
     expected = "" if added is None else recover_patch({path: repo.read(path)}, {path: fixed, **added})

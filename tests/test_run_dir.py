@@ -14,9 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from raydist.agents.settings import AgentSettings
-from raydist.cluster.plan import build_plan
-from raydist.cluster.runner import RayOptions, run_units
+from raydist.cluster.scheduler import RayOptions, run_units
 from raydist.cluster.unit import UnitSettings
+from raydist.cluster.unit_key import build_plan
 from raydist.outcomes import RetryPolicy
 from raydist.results import ResultStore, RunDirBusy, run_dir_lock
 from raydist.tasks import load_instances

@@ -18,7 +18,7 @@ import pytest
 from docker.errors import NotFound
 
 from raydist.agents.environment import ViewEnvironment
-from raydist.cluster.unit import _install_view
+from raydist.cluster.workspace import install_view
 from raydist.sandbox import Limits, Sandbox, base_image_tag, ensure_instance_image, owner_label
 from raydist.sandbox.archive import pack_files
 from raydist.tasks import load_instances
@@ -52,7 +52,7 @@ def _agent_box(client, image, view, hint: str) -> Sandbox:
     box = Sandbox.create(client, image.tag, limits=SMALL, network="none",
                          labels={"raydist.unit": f"hardening-{hint}"}, name=f"agent-{hint}")
     try:
-        _install_view(box, view)
+        install_view(box, view)
     except BaseException:
         box.remove()
         raise

@@ -19,8 +19,8 @@ import pytest
 import ray
 from ray.util.state import list_tasks
 
-from raydist.cluster.plan import RunUnit
-from raydist.cluster.runner import RayOptions, init_ray, run_units, unit_task_name
+from raydist.cluster.scheduler import RayOptions, init_ray, run_units, unit_task_name
+from raydist.cluster.unit_key import RunUnit
 from raydist.driver.drive import run_job
 from raydist.results import ResultStore
 from raydist.tasks import load_instances
@@ -91,7 +91,7 @@ def store_work(tmp_path: Path, n: int, monkeypatch) -> dict[str, int]:
     """Parquet files opened for reading and tables written, and unit keys hashed, while ``n``
     cheap units' rows are written, then resumed (``finished_keys``) and compiled, as the driver
     does; no Ray, no Docker."""
-    import raydist.cluster.plan as plan_module
+    import raydist.cluster.unit_key as plan_module
     import raydist.results.store as store_module
 
     opened = Counter(pq.ParquetFile)

@@ -25,7 +25,7 @@ from raydist._util.storage import (
     pull,
     push,
 )
-from raydist.cluster.plan import RunUnit
+from raydist.cluster.unit_key import RunUnit
 from raydist.problems.llm import RecordedLLM
 from raydist.results import ResultStore
 

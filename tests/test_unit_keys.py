@@ -149,12 +149,36 @@ def test_the_default_launchs_unit_keys_are_those_its_earlier_rows_carry(tmp_path
     assert hashlib.sha256(json.dumps([u.key for u in units]).encode()).hexdigest()[:16] == digest
 
 
+EVERY_LEVEL = "[L0,L1,L2,L3,L4,full,L1+L2,L2+L3,L1+L3+L4,L2+L4]"
+
+
+@pytest.mark.parametrize("agent, digest, gate_digest", [("oracle", "26d0d3a2834cf6ff", None),
+                                                        ("null", "61c6cfa294f90a5d", None),
+                                                        ("miniswe", "876350debdf70a39", "19d7b9b5c8600187")])
+def test_the_keys_of_every_level_are_those_its_earlier_rows_carry(tmp_path, agent, digest, gate_digest):
+    """The keys of the built-in set at every level and some compositions, seeds 0 and 1 (120
+    units per agent; the LLM agent's with its validity gate's 240; the embedded model), pinned: the unit key is
+    assembled in ``raydist.cluster.unit_key`` and a refactoring of it must leave every key as
+    it was."""
+    import hashlib
+    import json
+
+    with initialize_config_dir(config_dir=str(ROOT / "raydist" / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=[f"agent={agent}", f"levels={EVERY_LEVEL}", "seeds=[0,1]",
+                                           f"cache_dir={tmp_path / 'cache'}"])
+    job = Job.from_config(cfg, run_dir=tmp_path / "run")
+    assert len(job.units) == 120
+    assert hashlib.sha256(json.dumps([u.key for u in job.units]).encode()).hexdigest()[:16] == digest
+    gate = None if job.gate is None else hashlib.sha256(json.dumps([u.key for u in job.gate.units]).encode())
+    assert (gate and gate.hexdigest()[:16]) == gate_digest
+
+
 def test_the_node_that_ran_a_unit_is_no_part_of_its_key(tmp_path):
     """A unit that ran again on another node (its first node lost) is the same unit: one key,
     one stored row, the last node's."""
     from dataclasses import fields
 
-    from raydist.cluster.plan import RunUnit, build_plan
+    from raydist.cluster.unit_key import RunUnit, build_plan
     from raydist.results import ResultStore
     from raydist.tasks import load_instances
 

@@ -10,8 +10,8 @@ import pytest
 
 from raydist.agents.outcome import save_trajectory
 from raydist.cluster.outputs import bounded, cut_marker, grading_log, trajectory_name
-from raydist.cluster.plan import RunUnit
 from raydist.cluster.unit import UnitSettings, execute_unit
+from raydist.cluster.unit_key import RunUnit
 from raydist.results import ResultStore
 
 UNIT = RunUnit("pkg__issue-7", "h", "-", "null", "L0", 3, "c")

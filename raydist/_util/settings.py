@@ -55,7 +55,7 @@ def keyed_fields(value: Any) -> dict[str, Any]:
     dataclass gives its own keyed fields). E.g. of a ``ViewOptions``: every field but the
     request timing; of a ``LaunchConfig``: no ``cluster``, ``resume``, ``budget``,
     ``dry_run``, ``sandbox.docker_host``. What a unit's key hashes of the settings is made of
-    these (``raydist.cluster.plan.unit_config_hash``)."""
+    these (``raydist.cluster.unit_key.unit_config_hash``)."""
     return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value) if is_keyed(f)}
 
 

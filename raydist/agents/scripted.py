@@ -148,7 +148,7 @@ def gold_texts(sandbox, patch: str, originals: dict[str, str | None]) -> tuple[d
 
 def answer(*, view, sandbox, text: str, settings: AgentSettings, trajectory_path=None) -> AgentOutcome:
     """Submit ``text`` (an answer in view names) as a repository question's answer: the oracle of
-    a SWE-QA view, whose reference answer ``raydist.cluster.qa_unit`` hands in through
+    a SWE-QA view, whose reference answer ``raydist.cluster.kinds.QuestionKind`` hands in through
     ``view.translator.to_view``. The command prints it from base64, so it reaches the submission
     as the agent's output would: through the sandbox and the translator's ``to_view``."""
     encoded = base64.b64encode(text.encode("utf-8")).decode("ascii")

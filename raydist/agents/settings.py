@@ -87,7 +87,7 @@ def load_prompts(prompts_dir: str | Path, task: str = "patch") -> Prompts:
 AGENT_KINDS = ("llm", "oracle", "null")
 
 #: The ``AgentSettings`` fields an agent entry of each kind writes out. The unit key hashes the
-#: entry as composed (``raydist.cluster.plan.unit_config_hash``), so these names (not their
+#: entry as composed (``raydist.cluster.unit_key.unit_config_hash``), so these names (not their
 #: values, which are ``AgentSettings``' defaults) decide the keys of the default agents.
 ENTRY_FIELDS = {
     "llm": ("step_limit", "cost_limit", "wall_time_limit_s", "command_timeout_s", "output_limit_chars",

@@ -1,5 +1,6 @@
-"""Running units on Ray: the plan of run units, view preparation, the model a launch serves,
-one unit's run, and the runner that schedules, retries and resumes them.
+"""Running units on Ray: the units and their keys (``unit_key``), view preparation, the model a
+launch serves, one unit's run (``unit``) and the task kinds it scores (``kinds``), the validity
+gate's verdicts (``validity``), and the scheduler that runs, retries and resumes them.
 
 Names are loaded on first use (PEP 562): importing the package imports no Ray.
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 import importlib
 
 _PUBLIC = {
-    "RunUnit": "raydist.cluster.plan",
+    "RunUnit": "raydist.cluster.unit_key",
     "serve_model": "raydist.cluster.serving",
     "server_arguments": "raydist.cluster.serving",
     "server_command": "raydist.cluster.serving",

@@ -3,10 +3,14 @@
 
 from __future__ import annotations
 
-from raydist.outcomes import InfrastructureError
+from raydist.outcomes import InfrastructureError, InputError
 
 
 class PreparationError(InfrastructureError):
     """The model server or Docker failed while preparing a view (infrastructure: retried)."""
 
     default_cause = "view_preparation"
+
+
+class UnitInputError(InputError):
+    """The instance itself cannot be run as given (recorded, not retried)."""

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from raydist.cluster.plan import RunUnit
+from raydist.cluster.unit_key import RunUnit
 
 #: Characters kept of a trajectory (mini-swe-agent JSON; observations are already truncated
 #: by the agent, so only a pathological run comes near it).

@@ -77,34 +77,16 @@ def task_key(task: PrepTask, instance, options: ViewOptions, model_identity: str
                         "model": model_identity if uses_model else None}, 24)
 
 
-def with_preparation(units: Iterable, options: ViewOptions, model_identity: str) -> list:
-    """``units`` (``RunUnit``s) whose level needs preparation get a ``config_hash`` that also
-    covers what decides the prepared record (version, prompt files, attempts, view model), so
-    a changed L1 prompt or a new preparation version runs those units again instead of
-    reusing rows built on the old statements or rewrites. Other units are unchanged."""
-    from dataclasses import replace
-
-    from raydist.views import levels_needing
-
-    marks: dict[str, list[str]] = {}  # per level: the prompt files are read once, not once per unit
-    out = []
-    for unit in units:
-        if unit.level not in marks:
-            marks[unit.level] = [task_key(PrepTask("*", 0, kind), _NoInstance, options, model_identity)
-                                 for kind in sorted(levels_needing(unit.level))]
-        if marks[unit.level]:
-            unit = replace(unit, config_hash=stable_hash([unit.config_hash, *marks[unit.level]]))
-        out.append(unit)
-    return out
-
-
-class _NoInstance:
+class _AnyInstance:
     """Stands for "any instance" in a preparation fingerprint (instance and seed are already
-    part of a unit's key)."""
+    part of a unit's key: ``raydist.cluster.unit_key.with_preparation``)."""
 
     @staticmethod
     def content_hash() -> str:
         return "*"
+
+
+ANY_INSTANCE = _AnyInstance()
 
 
 class PrepCache(JsonCache):
@@ -166,7 +148,7 @@ def view_model_complete(endpoint, options: ViewOptions) -> Complete:
 
 def run_preparation(task: PrepTask, instance, options: ViewOptions, *, cache_dir: str, grading_timeout_s: float,
                     endpoint=None, docker_host=None, base_image=None, limits: Limits | None = None) -> dict:
-    """Compute one preparation record (plain Python; the Ray task in ``runner`` calls it).
+    """Compute one preparation record (plain Python; the Ray task in ``scheduler`` calls it).
 
     ``endpoint`` is the view model's ``ModelEndpoint`` (None: L4 uses only the deterministic
     rewriter; L1 cannot run); ``grading_timeout_s`` bounds each L4 test-gate run. Raises

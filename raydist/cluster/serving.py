@@ -93,10 +93,10 @@ starting a worker at the raylet's own priority needs no privilege."""
 def serve_for_command(model: str, model_cfg: dict | None, ray_options=None) -> Iterator:
     """``serve_model`` for a command that runs outside a launch (the recall probe, the fresh
     task builder): a ``local_models`` entry with a server ``command`` gets a local Ray first
-    (``raydist.cluster.runner.init_ray`` with ``ray_options``, default ``RayOptions()``) to run
+    (``raydist.cluster.scheduler.init_ray`` with ``ray_options``, default ``RayOptions()``) to run
     its server actor; any other model is reached as it is. Yields the ``ModelEndpoint``."""
     if model_cfg is not None and model_cfg.get("command"):
-        from raydist.cluster.runner import RayOptions, init_ray
+        from raydist.cluster.scheduler import RayOptions, init_ray
 
         init_ray(ray_options or RayOptions())
     with serve_model(model, model_cfg) as endpoint:

@@ -30,7 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 from raydist._util.folders import CACHE_DIR, DATA_ROOT, OUTPUT_ROOT
 from raydist._util.settings import SettingsError, build, keyless, keyless_fields, keyless_paths, node_types, structured
 from raydist.agents.settings import AGENT_KINDS, AgentSettings, default_agents
-from raydist.cluster.runner import RayOptions
+from raydist.cluster.scheduler import RayOptions
 from raydist.driver.benchmark import BenchmarkConfig
 from raydist.driver.judge import JudgeConfig
 from raydist.models.admission import Budget
@@ -72,7 +72,7 @@ class SandboxConfig:
 
 @dataclass
 class ClusterConfig:
-    """``cluster``: where units run (``raydist.cluster.runner.RayOptions``)."""
+    """``cluster``: where units run (``raydist.cluster.scheduler.RayOptions``)."""
 
     address: str | None = _RAY.address
     """null: a local Ray on loopback; ``auto``: the cluster this node belongs to; ``ray://host:10001``:

@@ -14,20 +14,20 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 
-from raydist.cluster.budget import BUDGET_FILE, Spending
-from raydist.cluster.gate import GateResult
-from raydist.cluster.runner import raise_interrupt
+from raydist.cluster.scheduler import raise_interrupt
+from raydist.cluster.validity import GateResult
 from raydist.driver import phases
 from raydist.driver.plan import Job, JobError
 from raydist.driver.report import compile_tables, exit_status, report
 from raydist.outcomes import InfrastructureError
+from raydist.results.budget import BUDGET_FILE, Spending
 
 
 def run_job(job: Job, *, execute: Callable[..., dict] | None = None) -> int:
     """Run the units of ``job`` that are not finished yet, then write ``runs.parquet``,
     ``steps.parquet``, ``preds/`` and ``summary.md`` in ``job.run_dir``, print the
     summary and return the exit status (``raydist.driver.report.exit_status``: 0, 1, 3 or 130),
-    and ``budget.json`` (``raydist.cluster.budget.Spending``): what the model calls spent and
+    and ``budget.json`` (``raydist.results.budget.Spending``): what the model calls spent and
     the units ``job.budget`` kept from starting.
 
     One launch at a time holds ``job.run_dir`` (``raydist.results.run_dir_lock``): a second
@@ -40,7 +40,7 @@ def run_job(job: Job, *, execute: Callable[..., dict] | None = None) -> int:
     be reached, a missing base image, a full disk and a model server that does not start;
     ``JobError`` for a setting the cluster cannot satisfy.
 
-    ``execute`` is what each unit's Ray task runs (``raydist.cluster.runner.run_units``;
+    ``execute`` is what each unit's Ray task runs (``raydist.cluster.scheduler.run_units``;
     None: ``raydist.cluster.unit.execute_unit``, the sandboxed agent and grading)."""
     from raydist._util.storage import StorageError, mirrored, open_storage
     from raydist.results import RunDirBusy, run_dir_lock
@@ -110,7 +110,7 @@ def _execute(job: Job, todo: phases.Pending, base_image: str, store,
     Every model call reports to the launch's ledger (``raydist.models.admission``); once
     ``job.budget`` is spent, no view preparation or unit starts."""
     from raydist.cluster.progress import UnitProgress
-    from raydist.cluster.runner import init_ray, interrupt_on_signals
+    from raydist.cluster.scheduler import init_ray, interrupt_on_signals
     from raydist.cluster.serving import ModelServers
     from raydist.models.admission import Admission
     from raydist.models.server import ModelServerError
@@ -221,7 +221,7 @@ def _sweep(client, announce: bool = False) -> None:
 def _check_capacity(job: Job) -> None:
     import ray
 
-    from raydist.cluster.runner import ClusterTooSmall, check_capacity
+    from raydist.cluster.scheduler import ClusterTooSmall, check_capacity
 
     try:
         check_capacity(job.ray)

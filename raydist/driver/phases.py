@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from raydist.cluster.gate import GateResult, View, judge
-from raydist.cluster.plan import SCRIPTED_AGENTS, RunUnit
 from raydist.cluster.unit import UnitSettings
+from raydist.cluster.unit_key import SCRIPTED_AGENTS, RunUnit
+from raydist.cluster.validity import GateResult, View, judge
 from raydist.driver.plan import Job
 from raydist.results.sink import Failure, RowSink
 from raydist.views.base import Prepared
@@ -65,7 +65,7 @@ class Images:
 
 def images(job: Job, units: tuple[RunUnit, ...], base_image: str) -> Images:
     """Build (or find) on Ray every instance image ``units`` need, before any agent runs."""
-    from raydist.cluster.runner import build_images
+    from raydist.cluster.scheduler import build_images
 
     settings = replace(job.settings, base_image=base_image)
     recipes = {}
@@ -104,7 +104,7 @@ def views(job: Job, units: tuple[RunUnit, ...], settings: UnitSettings, view_end
     preparation that needs it is not cached yet. ``stop()`` true (a spent budget) keeps the
     remaining preparations from starting (``Views.not_started``)."""
     from raydist.cluster.prepare import PrepCache, describe_record, preparation_tasks, task_key
-    from raydist.cluster.runner import run_preparations
+    from raydist.cluster.scheduler import run_preparations
 
     options = settings.view_options
     cache = PrepCache(job.cache("views"))
@@ -177,10 +177,10 @@ def gate(job: Job, wanted: set[View], gate_units: tuple[RunUnit, ...], settings:
          gate_store) -> GateResult:
     """The validity gate (SchrodingerRepo §V-C) on the views ``wanted``: runs the gate units
     without a row (``gate_units``) into ``gate_store``, judges every wanted view from the rows
-    (``raydist.cluster.gate.judge``), writes ``gate.json`` in the run directory and returns the
+    (``raydist.cluster.validity.judge``), writes ``gate.json`` in the run directory and returns the
     verdict."""
     from raydist._util.files import atomic_write_text
-    from raydist.cluster.runner import run_units
+    from raydist.cluster.scheduler import run_units
 
     assert job.gate is not None
     sink = RowSink(gate_store)
@@ -214,10 +214,10 @@ class Ran:
 
 def units(job: Job, ready: Runnable, settings: UnitSettings, endpoint, sink: RowSink, progress=None,
           stop: Callable[[], object] | None = None, *, execute: Callable[..., dict] | None = None) -> Ran:
-    """Run ``ready`` on Ray (``raydist.cluster.runner.run_units``; ``execute``: what each task
+    """Run ``ready`` on Ray (``raydist.cluster.scheduler.run_units``; ``execute``: what each task
     runs, None for ``raydist.cluster.unit.execute_unit``), every row into ``sink``; returns
     what ran. ``stop()`` true (a spent budget) keeps the remaining units from starting."""
-    from raydist.cluster.runner import run_units
+    from raydist.cluster.scheduler import run_units
 
     last: dict[str, str] = {}
 

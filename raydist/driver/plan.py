@@ -16,12 +16,11 @@ from typing import Any
 from omegaconf import DictConfig
 
 from raydist._util.run_dirs import GATE_DIR
-from raydist._util.settings import keyed_fields
 from raydist.agents.settings import AgentSettings
-from raydist.cluster.plan import SCRIPTED_AGENTS, RunUnit, build_plan, expand_levels, unit_config_hash
-from raydist.cluster.prepare import with_preparation
-from raydist.cluster.runner import RayOptions
+from raydist.cluster.kinds import kinds_of
+from raydist.cluster.scheduler import RayOptions
 from raydist.cluster.unit import UnitSettings
+from raydist.cluster.unit_key import SCRIPTED_AGENTS, RunUnit, plan_units
 from raydist.driver.config import ConfigError, LaunchConfig, check_config
 from raydist.driver.identity import IdentityError, WeightsUnavailable, agent_prompts_digest, model_identity
 from raydist.models.admission import Budget
@@ -130,7 +129,7 @@ def _plan(cfg: LaunchConfig, run_dir: Path) -> Job:
     instances = _load(cfg)
     levels = _unique("levels", _levels(cfg.levels))
     seeds = _unique("seeds", [int(s) for s in ([cfg.seeds] if isinstance(cfg.seeds, int) else cfg.seeds)])
-    view_options = keyed_fields(cfg.view)  # what a unit's key hashes of the view settings
+    view_options = asdict(cfg.view)  # the unit key leaves out its keyless fields (unit_config_hash)
     cache_dir = Path(cfg.cache_dir).expanduser()
     unknown: list[str] | None = [] if cfg.dry_run else None  # why a dry run's keys cannot be a run's
     sandbox = cfg.sandbox
@@ -142,7 +141,15 @@ def _plan(cfg: LaunchConfig, run_dir: Path) -> Job:
     if kind == "llm":
         environment["prompts"] = agent_prompts_digest(agent, agent_cfg)
         environment["model_server"] = _model_identity(model, local, cache_dir, unknown) if local else None
-    judge = _judge(cfg, instances, levels, local_models, cache_dir, unknown)
+    task_kinds = kinds_of(instances)  # raydist.cluster.kinds: patch tasks, questions
+    for task_kind, group in task_kinds.values():
+        try:
+            task_kind.check_plan(group, levels)
+        except ValueError as exc:
+            raise JobError(str(exc)) from exc
+    # Models a task kind needs served besides the agent's: the judge of repository answers.
+    served = {name for task_kind, _ in task_kinds.values() for name in task_kind.served}
+    judge = _judge(cfg, local_models, cache_dir, unknown) if "judge" in served else None
     if judge is not None:  # question units are judged: the judge's identity and settings are in their keys
         environment["judge"] = scripted_environment["judge"] = judge[1]
     view_name = str(view_options.get("model"))
@@ -154,9 +161,8 @@ def _plan(cfg: LaunchConfig, run_dir: Path) -> Job:
     options = cfg.view
 
     def plan_for(name: str, settings: dict, env: dict) -> tuple[RunUnit, ...]:
-        units = build_plan(instances, model=model, agent=name, levels=levels, seeds=seeds,
-                           config_hash=unit_config_hash(name, settings, view_options, env))
-        return tuple(with_preparation(units, options, view_model.identity))
+        return plan_units(instances, model=model, agent=name, levels=levels, seeds=seeds, agent_settings=settings,
+                          view_options=view_options, environment=env, view_model_identity=view_model.identity)
 
     units = plan_for(agent, agent_cfg, environment)
     if not units:
@@ -173,8 +179,8 @@ def _plan(cfg: LaunchConfig, run_dir: Path) -> Job:
     if needs_view_model:
         _check_model(view_name, view_local)
     gate = None
-    # A question has no tests: the gate's evidence (oracle resolves, null does not) does not exist.
-    if bool(cfg.gate) and kind == "llm" and judge is None:
+    # The gate's evidence (oracle resolves, null does not) exists only for kinds with tests.
+    if bool(cfg.gate) and kind == "llm" and all(task_kind.gated for task_kind, _ in task_kinds.values()):
         gate_units, gate_settings = [], {}
         for name in SCRIPTED_AGENTS:
             scripted = dict(cfg.agents[name])
@@ -192,25 +198,13 @@ def _plan(cfg: LaunchConfig, run_dir: Path) -> Job:
                storage=None if cfg.storage is None else str(cfg.storage), output_root=Path(cfg.output_root))
 
 
-def _judge(cfg: LaunchConfig, instances, levels, local_models: dict, cache_dir: Path, unknown):
-    """For a launch with repository questions (``raydist.tasks.swe_qa``): ``(ServedModel of the
-    judge, what the unit keys hash of it, JudgeSettings)``; None for a launch without questions.
-    Raises ``JobError`` for a question at a level with L4, whose rewrites must pass the
-    instance's tests (SWE-QA has none), and for a judge model that cannot be served."""
+def _judge(cfg: LaunchConfig, local_models: dict, cache_dir: Path, unknown):
+    """For a launch with repository questions (``raydist.cluster.kinds.QuestionKind.served``):
+    ``(ServedModel of the judge, what the unit keys hash of it, JudgeSettings)``. Raises
+    ``JobError`` for a judge model that cannot be served."""
     from raydist._util.hashing import stable_hash
     from raydist.qa.judge import JudgeSettings, load_judge_prompt
-    from raydist.tasks.swe_qa import is_qa
-    from raydist.views import levels_needing
 
-    if not any(is_qa(i) for i in instances):
-        return None
-    with_l4 = [level for level in levels if "L4" in levels_needing(level)]
-    untested = sorted({i.repo for i in instances if is_qa(i) and not i.test_cmd})
-    if with_l4 and untested:
-        raise JobError(f"levels {', '.join(with_l4)} include L4, whose rewrites are kept only when the repository's "
-                       f"tests pass (§III-E); the questions of {', '.join(untested)} have no test command: give their "
-                       f"release a test_cmd and install pins (benchmark.releases.<repo>), or use L0-L3 and their "
-                       f"combinations, e.g. levels=[L0,L1,L2,L3,L1+L2+L3]")
     conf = asdict(cfg.judge)
     if int(conf["attempts"]) < 1:
         raise JobError(f"judge.attempts={conf['attempts']}: give at least 1")
@@ -301,13 +295,9 @@ def _load(cfg: LaunchConfig) -> list:
 
 
 def _levels(levels) -> list[str]:
-    from raydist.views import implemented_levels, parse_level
+    from raydist.views import level_specs
 
-    raw = levels if isinstance(levels, str) else list(levels)
     try:
-        out = expand_levels(raw, implemented_levels())
-        for level in out:
-            parse_level(level)  # repeated parts (L1+full) fail here, before any unit runs
-        return out
+        return level_specs(levels if isinstance(levels, str) else list(levels))
     except ValueError as exc:
         raise JobError(str(exc)) from exc

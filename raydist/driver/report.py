@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from raydist.cluster.budget import EXIT_BUDGET_SPENT, Spending
-from raydist.cluster.gate import GateResult, gate_markdown
+from raydist.cluster.validity import GateResult, gate_markdown
 from raydist.driver.phases import Ran
 from raydist.driver.plan import Job
 from raydist.outcomes import ERRORS
+from raydist.results.budget import EXIT_BUDGET_SPENT, Spending
 
 
 def compile_tables(job: Job, store, ran: Ran | None) -> pa.Table:

@@ -10,12 +10,12 @@ phase skips the items it finished in an earlier launch, so the same command resu
 from __future__ import annotations
 
 from raydist._util.storage import mirrored
-from raydist.cluster.budget import Spending
 from raydist.problems.job import ProblemsJob
 from raydist.problems.phases import execute, generate, seeds, validate
 from raydist.problems.records import check_run_dir
 from raydist.problems.report import report
 from raydist.problems.summary import metrics
+from raydist.results.budget import Spending
 
 __all__ = ["run_problems"]
 
@@ -51,7 +51,7 @@ def run_problems(job: ProblemsJob) -> dict:
 
 
 def _spending(budget, admission, not_started: tuple[dict, ...]) -> Spending:
-    """The launch's ``Spending`` (``raydist.cluster.budget``): the ledger's totals and the items
+    """The launch's ``Spending`` (``raydist.results.budget``): the ledger's totals and the items
     the budget kept from starting."""
     reason = admission.spent() if not_started else None
     return Spending({"usd": budget.usd, "tokens": budget.tokens}, admission.totals(), reason, not_started)
@@ -70,7 +70,7 @@ def _append_spending(summary, spending: Spending) -> None:
 
 def _start(job: ProblemsJob) -> str:
     """The sandbox's base image (built when missing) and Ray, started; the image's tag."""
-    from raydist.cluster.runner import init_ray, interrupt_on_signals
+    from raydist.cluster.scheduler import init_ray, interrupt_on_signals
     from raydist.sandbox import connect, ensure_base_image
 
     image = ensure_base_image(connect(job.docker_host), job.base_image)

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from raydist._util.hashing import stable_hash
-from raydist.cluster.runner import RayOptions
+from raydist.cluster.scheduler import RayOptions
 from raydist.problems.config import Analysis, Evaluation, Execution, Generation, ProblemsSettings, Requests
 from raydist.problems.records import RUN_SETTINGS
 

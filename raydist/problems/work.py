@@ -102,14 +102,14 @@ def evaluate_one(item, endpoint, model: str, ev: Evaluation, limits: dict, cache
 def fan_out(function: Callable, items: list, args_of: Callable[[Any], tuple], on_result: Callable[[dict], Any],
             *, limit: int, cpus: float, label: str, stop: Callable[[], Any] | None = None) -> list:
     """Run ``function(*args_of(item))`` as a Ray task for each item, at most ``limit`` in
-    flight (``raydist.cluster.runner.run_bounded``), under a progress bar; ``on_result`` gets
+    flight (``raydist.cluster.scheduler.run_bounded``), under a progress bar; ``on_result`` gets
     each result the moment it arrives; a task that fails is reported and skipped (its item
     runs again on the next launch). ``stop()`` true (a spent budget) keeps the remaining items
     from starting; returns those (they run on the next launch)."""
     import ray
     from tqdm import tqdm
 
-    from raydist.cluster.runner import run_bounded
+    from raydist.cluster.scheduler import run_bounded
 
     task = ray.remote(max_retries=0)(function).options(num_cpus=cpus)
     with tqdm(total=len(items), desc=label, unit="item", mininterval=1.0) as bar:

@@ -60,7 +60,7 @@ class RecallConfig:
     benchmark: dict[str, Any] = field(default_factory=dict)
     """The benchmark group (``conf/benchmark``; ``raydist.driver.benchmark.BenchmarkConfig``)."""
     cluster: dict[str, Any] = field(default_factory=dict)
-    """The cluster group (``conf/cluster``; ``raydist.cluster.runner.RayOptions``)."""
+    """The cluster group (``conf/cluster``; ``raydist.cluster.scheduler.RayOptions``)."""
     local_models: dict[str, Any] = field(default_factory=dict)
     """Models raydist serves itself (``conf/local_models.yaml``)."""
     data_root: str = DATA_ROOT

@@ -84,7 +84,7 @@ def report_markdown(run_dirs: Sequence[Path], problems_dirs: Sequence[Path] = ()
 
 def _spending_markdown(run_dir: Path) -> str:
     """The last launch's spending in ``run_dir`` (``budget.json``), headed by the directory; "" if none."""
-    from raydist.cluster.budget import Spending
+    from raydist.results.budget import Spending
 
     spending = Spending.read(run_dir)
     return "" if spending is None else spending.markdown().replace("## Model calls and budget",

@@ -138,7 +138,7 @@ class ViewOptions:
 
 TIMING_OPTIONS = keyless_fields(ViewOptions)
 """``ViewOptions`` fields that bound how long a view-model call may wait, never what it
-answers: they are part of no unit key (``raydist.cluster.plan.unit_config_hash``) and of no
+answers: they are part of no unit key (``raydist.cluster.unit_key.unit_config_hash``) and of no
 preparation cache key (``raydist.cluster.prepare.task_key``), so changing them reruns nothing."""
 
 

@@ -12,7 +12,7 @@ To find what one level does, follow its ``build`` function: ``raydist.views.l0``
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any, Protocol
@@ -98,22 +98,55 @@ def implemented_levels() -> list[str]:
     return known_levels() + [a for a, parts in ALIASES.items() if all(p in LEVELS for p in parts)]
 
 
+class UnknownLevel(ValueError):
+    """A level spec names a level that is not registered: ``name`` in ``spec``."""
+
+    def __init__(self, name: str, spec: str) -> None:
+        super().__init__(f"unknown level {name!r} in {spec!r}; known levels: {', '.join(implemented_levels())}")
+        self.name, self.spec = name, spec
+
+
 def parse_level(level: str) -> list[str]:
     """Split a ``+``-joined level spec (aliases expanded) into registered level names, in
-    application order (``Level.order``).
+    application order (``Level.order``). The one parser of level specs: a launch's ``levels``
+    setting goes through it too (``level_specs``).
 
-    Raises ValueError naming an unknown or repeated level and listing the known ones.
+    Raises ``UnknownLevel`` (a ValueError) naming an unknown level, and ValueError naming a
+    repeated level or an empty spec, each listing the known ones.
     """
     if not isinstance(level, str) or not level.strip():
         raise ValueError(f"level {level!r} is empty; use one of {known_levels()} or a '+' join like 'L1+L3'")
     names = [n for part in level.split("+") for n in ALIASES.get(part.strip(), (part.strip(),))]
     for name in names:
         if name not in LEVELS:
-            raise ValueError(f"unknown level {name!r} in {level!r}; known levels: {', '.join(implemented_levels())}")
+            raise UnknownLevel(name, level)
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise ValueError(f"level {level!r} repeats {', '.join(repeated)}; name each level once")
     return sorted(names, key=lambda n: LEVELS[n].order)
+
+
+def level_specs(levels: str | Sequence[str]) -> list[str]:
+    """The level specs of a launch's ``levels`` setting, as written, each checked by
+    ``parse_level``: a list of specs (``L0``, ``L3``, ``L1+L3``, ``full``...), one spec, or the
+    word ``implemented`` (every ``implemented_levels()`` name).
+
+    Raises ValueError before any unit runs: ``levels: unknown level ...`` listing the
+    implemented levels, or the repeated level of a spec (``L1+full``).
+    """
+    if isinstance(levels, str):
+        if levels == "implemented":
+            return implemented_levels()
+        levels = [levels]
+    out = []
+    for level in map(str, levels):
+        try:
+            parse_level(level)
+        except UnknownLevel as exc:
+            raise ValueError(f"levels: unknown level {exc.name!r} in {level!r}; implemented levels are "
+                             f"{', '.join(implemented_levels())} (compose with '+', e.g. L0+L3)") from None
+        out.append(level)
+    return out
 
 
 def levels_needing(level: str) -> set[str]:

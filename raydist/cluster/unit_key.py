@@ -1,4 +1,6 @@
-"""The plan: every run unit of a launch, with a stable key.
+"""The unit key: every run unit of a launch, with a stable key. The one module that says what
+a unit's key hashes (``unit_config_hash``, ``with_preparation``) and builds the units
+(``plan_units``); ``raydist.driver.plan`` hands it the checked settings.
 
 A run unit is one (instance, model, agent, level, seed). Its key hashes everything that
 determines its outcome: the instance's content, the model (for a served model, its server
@@ -12,12 +14,14 @@ stale row is never mistaken for a result of the new configuration.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import cached_property
 
 from raydist._util.hashing import stable_hash
 from raydist._util.settings import keyless_fields
 from raydist.agents.settings import AgentSettings
+from raydist.cluster.prepare import ANY_INSTANCE, PrepTask, task_key
+from raydist.views import ViewOptions, levels_needing
 
 SCRIPTED_AGENTS = ("oracle", "null")
 
@@ -40,29 +44,6 @@ class RunUnit:
         """24 hex chars identifying this unit across launches (stable under re-runs). Computed
         once per object (a sweep asks for it several times per unit in every phase)."""
         return stable_hash(asdict(self), 24)
-
-
-def expand_levels(levels: str | Sequence[str], implemented: Sequence[str]) -> list[str]:
-    """Resolve the ``levels`` setting.
-
-    ``levels`` is a list of level names (``L0``, ``L3``, ``L1+L3``...) or the word
-    ``implemented``, meaning every registered level. Raises ``ValueError`` naming an
-    unknown level and listing the known ones, before any unit runs.
-    """
-    if isinstance(levels, str):
-        if levels == "implemented":
-            return list(implemented)
-        levels = [levels]
-    out = []
-    for level in levels:
-        unknown = [part for part in str(level).split("+") if part not in implemented]
-        if unknown:
-            raise ValueError(
-                f"levels: unknown level {unknown[0]!r} in {level!r}; implemented levels are "
-                f"{', '.join(implemented)} (compose with '+', e.g. L0+L3)"
-            )
-        out.append(str(level))
-    return out
 
 
 #: Agent settings that cannot change a result: how long one model call may take and how
@@ -115,3 +96,35 @@ def build_plan(
         for level in levels
         for seed in seeds
     ]
+
+
+def with_preparation(units: Iterable[RunUnit], options: ViewOptions, model_identity: str) -> list[RunUnit]:
+    """``units`` whose level needs preparation (L1, L4: ``raydist.views.levels_needing``) get a
+    ``config_hash`` that also covers what decides the prepared record (version, prompt files,
+    attempts, view model: ``raydist.cluster.prepare.task_key`` of any instance), so a changed L1
+    prompt or a new preparation version runs those units again instead of reusing rows built on
+    the old statements or rewrites. Other units are unchanged. ``options`` is the launch's
+    ``raydist.views.ViewOptions``."""
+    marks: dict[str, list[str]] = {}  # per level: the prompt files are read once, not once per unit
+    out = []
+    for unit in units:
+        if unit.level not in marks:
+            marks[unit.level] = [task_key(PrepTask("*", 0, kind), ANY_INSTANCE, options, model_identity)
+                                 for kind in sorted(levels_needing(unit.level))]
+        if marks[unit.level]:
+            unit = replace(unit, config_hash=stable_hash([unit.config_hash, *marks[unit.level]]))
+        out.append(unit)
+    return out
+
+
+def plan_units(instances: Sequence, *, model: str, agent: str, levels: Sequence[str], seeds: Sequence[int],
+               agent_settings: Mapping, view_options: Mapping, environment: Mapping,
+               view_model_identity: str) -> tuple[RunUnit, ...]:
+    """Every unit of ``agent`` over ``instances`` x ``levels`` x ``seeds`` (``build_plan``), keyed
+    by ``unit_config_hash(agent, agent_settings, view_options, environment)`` and, for levels
+    that need preparation, the preparation's fingerprint (``with_preparation``, with the view
+    model's identity). ``agent_settings`` and ``view_options`` are the composed config's dicts:
+    the key hashes them as written."""
+    units = build_plan(instances, model=model, agent=agent, levels=levels, seeds=seeds,
+                       config_hash=unit_config_hash(agent, agent_settings, view_options, environment))
+    return tuple(with_preparation(units, ViewOptions(**view_options), view_model_identity))

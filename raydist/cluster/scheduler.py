@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from raydist.cluster.plan import RunUnit
 from raydist.cluster.unit import UnitSettings, execute_unit
+from raydist.cluster.unit_key import RunUnit
 from raydist.outcomes import RetryPolicy, classify_exception
 from raydist.results.sink import Failure, error_row, task_failure
 
