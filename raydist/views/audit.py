@@ -204,12 +204,13 @@ def _identifier_parts(name: str) -> list[str]:
     return [p for p in re.split(r"[-.\s]+", name) if p.isidentifier() and not is_generic(p)]
 
 
-def _metadata(repo: RepoFiles, read, instance) -> dict[str, list[str]]:
+def _metadata(repo: RepoFiles, read, instance: object) -> dict[str, list[str]]:
     names: list[str] = []
     urls: list[str] = []
     sdist = getattr(getattr(instance, "recipe", None), "sdist", None)
-    if getattr(sdist, "name", None):
-        names.append(sdist.name)
+    sdist_name = getattr(sdist, "name", None)
+    if isinstance(sdist_name, str) and sdist_name:
+        names.append(sdist_name)
     slug = getattr(instance, "repo", None)
     if isinstance(slug, str) and "/" in slug:
         urls.append("https://github.com/" + slug)
