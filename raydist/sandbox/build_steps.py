@@ -52,7 +52,7 @@ def copy_inputs(box, source: Path, wheels: Path, injected_patch: str) -> None:
 def plan(recipe) -> list[tuple[str, str, dict, float]]:
     """``[(step, command, env, timeout_s)]`` building the instance from ``recipe``."""
     env = {**OFFLINE_PIP, "PATH": PATH, "VIRTUAL_ENV": VENV}
-    steps = [("venv", f"python3 -m venv {VENV} && printf %s {shlex.quote(PROFILE)} "
+    steps: list[tuple[str, str, dict, float]] = [("venv", f"python3 -m venv {VENV} && printf %s {shlex.quote(PROFILE)} "
                       "> /etc/profile.d/raydist-venv.sh", {}, 300)]
     if recipe.install:
         pins = shlex.join(recipe.install)

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from pathlib import PurePosixPath
 from types import MappingProxyType
+from typing import TypedDict
 from urllib.parse import urlsplit
 
 from raydist.views.base import RepoFiles
@@ -313,7 +314,14 @@ def hidden_names(view, identity: IdentitySet) -> frozenset[str]:
     return frozenset(t for t in identity if t not in find_exposures(to_view(t), identity))
 
 
-def view_manifest(view, identity: IdentitySet) -> dict[str, object]:
+class ViewManifest(TypedDict):
+    """``view_manifest``'s answer: the identity tokens a view hides, and those it shows with why."""
+
+    remapped: list[str]
+    unmapped: dict[str, str]
+
+
+def view_manifest(view, identity: IdentitySet) -> ViewManifest:
     """What ``view`` does with the repository's identity, found by the audit itself:
     ``remapped`` (sorted identity tokens it hides) and ``unmapped`` (token -> reason it stays
     visible: the reason the level wrote in ``meta["l2_unmapped"]``, else that the view's
@@ -321,7 +329,7 @@ def view_manifest(view, identity: IdentitySet) -> dict[str, object]:
     hidden = hidden_names(view, identity)
     listed = view.meta.get("l2_unmapped", {}) if isinstance(view.meta, Mapping) else {}
     renames = "l2_unmapped" in (view.meta or {})
-    unmapped = {}
+    unmapped: dict[str, str] = {}
     for token in identity:
         if token not in hidden:
             unmapped[token] = listed.get(token) or (
