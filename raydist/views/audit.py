@@ -48,7 +48,7 @@ from types import MappingProxyType
 from typing import TypedDict
 from urllib.parse import urlsplit
 
-from raydist.views.base import RepoFiles
+from raydist.views.base import RepoFiles, View
 from raydist.views.vocabulary import (
     BUILTINS,
     COMMAND_WORDS,
@@ -307,7 +307,7 @@ def _readme_title(repo: RepoFiles, read) -> list[str]:
     return []
 
 
-def hidden_names(view, identity: IdentitySet) -> frozenset[str]:
+def hidden_names(view: View, identity: IdentitySet) -> frozenset[str]:
     """The identity tokens ``view`` hides: those its translator shows under another name
     (``find_exposures`` no longer finds them in ``view.translator.to_view(token)``). Empty at L0."""
     to_view = view.translator.to_view
@@ -321,7 +321,7 @@ class ViewManifest(TypedDict):
     unmapped: dict[str, str]
 
 
-def view_manifest(view, identity: IdentitySet) -> ViewManifest:
+def view_manifest(view: View, identity: IdentitySet) -> ViewManifest:
     """What ``view`` does with the repository's identity, found by the audit itself:
     ``remapped`` (sorted identity tokens it hides) and ``unmapped`` (token -> reason it stays
     visible: the reason the level wrote in ``meta["l2_unmapped"]``, else that the view's
