@@ -3,7 +3,7 @@
 #
 #   bash launch/setup.sh setup                  set-up only (cluster.yaml runs this on every node)
 #   bash launch/setup.sh run  [hydra overrides] set-up, then `python -m raydist.launch ...`
-#   bash launch/setup.sh test [pytest args]     set-up, then `ruff check` and `python -m pytest ...`
+#   bash launch/setup.sh test [pytest args]     set-up, then `ruff check`, `mypy` and `python -m pytest ...`
 #
 # Set-up, in order, each phase skipped when already done so a second run takes seconds:
 #   packages  Debian packages the project needs (docker.io, debootstrap, git, patch, ...)
@@ -266,6 +266,10 @@ main() {
       echo "==> lint: ruff check"
       "$VENV/bin/ruff" check "$ROOT" \
         || die "ruff check found problems (listed above); fix them, or run '$VENV/bin/ruff check --fix'"
+      # The type checker on the packages pyproject's [tool.mypy] lists; an error fails the run too.
+      echo "==> types: mypy"
+      "$VENV/bin/mypy" \
+        || die "mypy found type errors (listed above) in the packages pyproject's [tool.mypy] checks"
       "$VENV/bin/python" -m pytest "$@" || rc=$?
       if [ "$rc" -eq 5 ]; then
         die "pytest collected no tests (exit code 5); a test run that tests nothing counts as a failure"

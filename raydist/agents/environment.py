@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from minisweagent.exceptions import Submitted
 from pydantic import BaseModel
 
 from raydist.agents.taxonomy import classify
 from raydist.views.audit import ExposureLog, IdentitySet, find_exposures, hidden_names
+
+if TYPE_CHECKING:
+    from raydist.sandbox import Sandbox
+    from raydist.views import View
 
 SUBMIT_MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 DEFAULT_ENV = {"PAGER": "cat", "MANPAGER": "cat", "LESS": "-R", "PIP_PROGRESS_BAR": "off", "TQDM_DISABLE": "1"}
@@ -45,7 +49,7 @@ def truncate_middle(text: str, limit: int) -> str:
     return f"{text[:head]}\n[... {len(text) - head - tail} characters elided ...]\n{text[len(text) - tail:]}"
 
 
-def leak_count(view, text: str) -> int:
+def leak_count(view: View, text: str) -> int:
     """Identity tokens of the original repository that `text` names (`raydist.views.audit`,
     §III-F), for a `view` built by `build_view` (it carries `view.identity`).
 
@@ -61,7 +65,7 @@ def leak_count(view, text: str) -> int:
     return len(find_exposures(text, identity))
 
 
-def exposure_log(view) -> ExposureLog:
+def exposure_log(view: View) -> ExposureLog:
     """The run's `ExposureLog`: `view.identity`, the tokens the view hides, its statement as
     shown. A view without an identity (built by hand) gets an empty one: every count is 0."""
     identity = getattr(view, "identity", None)
@@ -99,7 +103,7 @@ class ViewEnvironment:
     `exposure` is the run's `ExposureLog` (statement audit, every name seen, every name memorised).
     """
 
-    def __init__(self, sandbox, view, timeout: float = 60.0, env: Mapping[str, str] | None = None, *,
+    def __init__(self, sandbox: Sandbox, view: View, timeout: float = 60.0, env: Mapping[str, str] | None = None, *,
                  cwd: str = "/testbed", output_limit_chars: int = 4000):
         self.sandbox = sandbox
         self.view = view

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from raydist.agents.environment import ViewEnvironment
 from raydist.agents.model import EndpointModel
 from raydist.agents.outcome import AgentOutcome, RecordingAgent
@@ -10,6 +12,10 @@ from raydist.models.endpoint import ModelEndpoint
 from raydist.models.grammar import ACTION_REGEX, action_grammar, grammar_extra_body
 from raydist.models.pricing import price_per_token, register_local_model
 from raydist.models.retry import ModelUnreachable, is_model_refusal
+
+if TYPE_CHECKING:
+    from raydist.sandbox import Sandbox
+    from raydist.views import View
 
 
 def build_model(endpoint: ModelEndpoint, settings: AgentSettings, prompts: Prompts) -> EndpointModel:
@@ -36,7 +42,7 @@ def build_model(endpoint: ModelEndpoint, settings: AgentSettings, prompts: Promp
     )
 
 
-def run_agent(*, view, sandbox, endpoint: ModelEndpoint, settings: AgentSettings, trajectory_path,
+def run_agent(*, view: View, sandbox: Sandbox, endpoint: ModelEndpoint, settings: AgentSettings, trajectory_path,
               task: str = "patch") -> AgentOutcome:
     """Let the model solve `view.problem_statement` in `sandbox`, through `view.translator`.
 

@@ -7,6 +7,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from minisweagent.agents.default import DefaultAgent
 
@@ -14,6 +15,9 @@ from raydist.agents.taxonomy import PRIORITY
 from raydist.models.endpoint import LOCAL_PLACEHOLDER_KEY
 from raydist.results.redact import redact, secret_values
 from raydist.results.store import atomic_write_text
+
+if TYPE_CHECKING:
+    from raydist.views import View
 
 
 @dataclass(frozen=True)
@@ -84,7 +88,7 @@ def _names(record: dict, key: str) -> set[str]:
     return set(json.loads(value) if isinstance(value, str) else value)
 
 
-def exposure_columns(view, step_records) -> dict:
+def exposure_columns(view: View, step_records) -> dict:
     """The exposure-audit columns of one unit's row (``raydist.results.schema``), from the
     view and the run's step records (§III-F): ``leak_count``/``leaked_names`` (distinct
     identity tokens shown: the statement as shown plus every observation; JSON list),

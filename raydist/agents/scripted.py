@@ -10,7 +10,7 @@ import secrets
 import shlex
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from minisweagent.models.utils.actions_text import format_observation_messages
 
@@ -18,6 +18,11 @@ from raydist.agents.environment import SUBMIT_MARKER, ViewEnvironment
 from raydist.agents.outcome import AgentOutcome, RecordingAgent
 from raydist.agents.settings import AgentSettings, load_prompts
 from raydist.views.recover import patched_paths
+
+if TYPE_CHECKING:
+    from raydist.sandbox import Sandbox
+    from raydist.tasks import Instance
+    from raydist.views import View
 
 SUBMIT_COMMAND = f"echo {SUBMIT_MARKER}"
 # One bash argument may hold at most 128 KiB (Linux MAX_ARG_STRLEN), so large files are
@@ -76,8 +81,9 @@ def write_file_commands(path: str, text: str | None) -> list[str]:
     return commands
 
 
-def oracle(*, view, sandbox, instance, read_original: Callable[[str], str | None], settings: AgentSettings,
-           trajectory_path=None, on_gold_applied: Callable[[str], None] | None = None) -> AgentOutcome:
+def oracle(*, view: View, sandbox: Sandbox, instance: Instance, read_original: Callable[[str], str | None],
+           settings: AgentSettings, trajectory_path=None,
+           on_gold_applied: Callable[[str], None] | None = None) -> AgentOutcome:
     """Apply `instance.patch` (the gold patch) through the view, then submit.
 
     For each file the patch touches, the patched original is computed in original coordinates,
@@ -114,7 +120,7 @@ def oracle(*, view, sandbox, instance, read_original: Callable[[str], str | None
                        settings=settings, trajectory_path=trajectory_path)
 
 
-def gold_texts(sandbox, patch: str, originals: dict[str, str | None]) -> tuple[dict[str, str | None], str]:
+def gold_texts(sandbox: Sandbox, patch: str, originals: dict[str, str | None]) -> tuple[dict[str, str | None], str]:
     """``(texts, method)``: the files ``patch`` touches after applying it to ``originals`` (path -> text, None: no
     such file) as SWE-bench applies a patch (``raydist.grading.apply_patch``: git apply, then
     its fallbacks up to ``patch --fuzz=5``), in a scratch git repository under ``/tmp`` of
@@ -146,7 +152,7 @@ def gold_texts(sandbox, patch: str, originals: dict[str, str | None]) -> tuple[d
         sandbox.exec(f"rm -rf {scratch}", timeout=60, cwd="/")
 
 
-def answer(*, view, sandbox, text: str, settings: AgentSettings, trajectory_path=None) -> AgentOutcome:
+def answer(*, view: View, sandbox: Sandbox, text: str, settings: AgentSettings, trajectory_path=None) -> AgentOutcome:
     """Submit ``text`` (an answer in view names) as a repository question's answer: the oracle of
     a SWE-QA view, whose reference answer ``raydist.cluster.kinds.QuestionKind`` hands in through
     ``view.translator.to_view``. The command prints it from base64, so it reaches the submission
@@ -157,13 +163,13 @@ def answer(*, view, sandbox, text: str, settings: AgentSettings, trajectory_path
                        trajectory_path=trajectory_path, task="qa")
 
 
-def null(*, view, sandbox, settings: AgentSettings, trajectory_path=None) -> AgentOutcome:
+def null(*, view: View, sandbox: Sandbox, settings: AgentSettings, trajectory_path=None) -> AgentOutcome:
     """Submit at once without editing anything (the floor every real agent should beat)."""
     return _run_script("null", [SUBMIT_COMMAND], view=view, sandbox=sandbox, settings=settings,
                        trajectory_path=trajectory_path)
 
 
-def _run_script(name: str, commands: list[str], *, view, sandbox, settings: AgentSettings,
+def _run_script(name: str, commands: list[str], *, view: View, sandbox: Sandbox, settings: AgentSettings,
                 trajectory_path, task: str = "patch") -> AgentOutcome:
     prompts = load_prompts(settings.prompts_dir, task=task)
     env = ViewEnvironment(sandbox, view, timeout=settings.command_timeout_s, cwd=settings.cwd,

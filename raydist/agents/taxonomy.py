@@ -66,10 +66,13 @@ class Simple:
 
 def _cut_heredocs(command: str) -> tuple[str, list[str]]:
     """``command`` with every here-document replaced by ``< marker`` and the bodies, in order."""
-    lines, out, bodies = command.split("\n"), [], []
+    lines = command.split("\n")
+    out: list[str] = []
+    bodies: list[str] = []
     i = 0
     while i < len(lines):
-        line, pending = lines[i], []
+        line = lines[i]
+        pending: list[tuple[bool, str]] = []  # (strip tabs, delimiter) of each here-document opened
 
         def mark(m: re.Match, pending: list = pending) -> str:
             pending.append((m.group(1) == "-", m.group(3)))
@@ -99,8 +102,8 @@ def _bashlex_simples(node, bodies: list[str], downstream: bool = False) -> list[
                 if target is not None:
                     simple.outputs.append(target)
             elif part.kind == "redirect" and part.type == "<":
-                target = getattr(part.output, "word", "")
-                idx = _marker_index(target)
+                source = getattr(part.output, "word", "")
+                idx = _marker_index(source)
                 if idx is not None and idx < len(bodies):
                     simple.heredoc = bodies[idx]
             for sub in getattr(part, "parts", []) or []:

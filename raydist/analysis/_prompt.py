@@ -58,6 +58,21 @@ def description_node(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.Expr:
     raise NotApplicable(f"function {fn.name!r} has no description string")
 
 
+def description_text(node: ast.Expr) -> str:
+    """The string of a ``description_node`` statement."""
+    if not (isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+        raise NotApplicable("the description is not a string literal")
+    return node.value.value
+
+
+def end_position(node: ast.Expr) -> tuple[int, int]:
+    """``(end_lineno, end_col_offset)`` of a parsed node; raises NotApplicable for a node built by hand
+    (no position), which no prompt parsed by ``ast.parse`` gives."""
+    if node.end_lineno is None or node.end_col_offset is None:
+        raise NotApplicable("the description has no end position")
+    return node.end_lineno, node.end_col_offset
+
+
 def char_offset(source: str, lineno: int, col: int) -> int:
     """Character offset in ``source`` of ast's (1-based line, UTF-8 byte column)."""
     starts = line_starts(source)
@@ -101,13 +116,13 @@ def description(prompt: str, entry_point: str) -> Description:
         raise NotApplicable(f"prompt does not parse: {e}") from e
     node = description_node(entry_function(tree, entry_point))
     start = char_offset(prompt, node.lineno, node.col_offset)
-    end = char_offset(prompt, node.end_lineno, node.end_col_offset)
+    end = char_offset(prompt, *end_position(node))
     literal = prompt[start:end]
     prefix = literal[: len(literal) - len(literal.lstrip("rRuU"))]
     body = literal[len(prefix) :]
     quote = body[:3] if body[:3] in ('"""', "'''") else body[:1]
     inner = body[len(quote) : len(body) - len(quote)]
-    if not body.endswith(quote) or _literal(prefix + quote + inner + quote) != node.value.value:
+    if not body.endswith(quote) or _literal(prefix + quote + inner + quote) != description_text(node):
         raise NotApplicable("the description is not a single plain string literal")
     return Description(prompt, start + len(prefix) + len(quote), end - len(quote))
 

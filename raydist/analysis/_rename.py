@@ -59,8 +59,7 @@ def rename_parameters(prompt: str, entry_point: str, mapping: Mapping[str, str])
     Raises NotApplicable when there is no top-level function ``entry_point``."""
     module = cst.parse_module(prompt)
     body = list(module.body)
-    index = _entry_index(body, entry_point)
-    fn = body[index]
+    index, fn = _entry_function(body, entry_point)
     params = fn.params
     renamer = _NameRenamer(mapping)
     body[index] = fn.with_changes(
@@ -80,10 +79,12 @@ def _param(param: cst.Param, mapping: Mapping[str, str]) -> cst.Param:
     return param.with_changes(name=param.name.with_changes(value=mapping.get(param.name.value, param.name.value)))
 
 
-def _entry_index(body: list, entry_point: str) -> int:
+def _entry_function(body: list, entry_point: str) -> tuple[int, cst.FunctionDef]:
+    """The last top-level ``def entry_point`` of a module's ``body``, with its index."""
     for i in range(len(body) - 1, -1, -1):
-        if isinstance(body[i], cst.FunctionDef) and body[i].name.value == entry_point:
-            return i
+        node = body[i]
+        if isinstance(node, cst.FunctionDef) and node.name.value == entry_point:
+            return i, node
     raise NotApplicable(f"no top-level function {entry_point!r} in the prompt")
 
 

@@ -31,6 +31,8 @@ from raydist.analysis._prompt import (
     code_names,
     description,
     description_node,
+    description_text,
+    end_position,
     entry_function,
     example_kind,
     example_units,
@@ -117,7 +119,8 @@ def token_noise(prompt: str, entry_point: str, rng: random.Random) -> str:
             continue
         w = words[i]
         nxt = words[i + 1] if i + 1 < len(words) else None
-        if _adjacent(lines, w, nxt) and i + 1 not in edits and nxt.text != w.text and rng.random() < 0.5:
+        if nxt is not None and _adjacent(lines, w, nxt) and i + 1 not in edits and nxt.text != w.text \
+                and rng.random() < 0.5:
             edits[i], edits[i + 1] = nxt.text, w.text
         else:
             edits[i] = f"{w.text} {w.text}"
@@ -163,12 +166,13 @@ def doc_to_comments(prompt: str, entry_point: str, rng: random.Random) -> str:
     fn = entry_function(ast.parse(prompt), entry_point)
     node = description_node(fn)
     lines = prompt.split("\n")
-    first, last = node.lineno - 1, node.end_lineno - 1
+    end_line, end_col = end_position(node)
+    first, last = node.lineno - 1, end_line - 1
     before = lines[first].encode()[: node.col_offset].decode()
-    after = lines[last].encode()[node.end_col_offset :].decode()
+    after = lines[last].encode()[end_col:].decode()
     if before.strip() or after.strip():
         raise NotApplicable("the description shares its line with other code")
-    text = inspect.cleandoc(node.value.value).split("\n")
+    text = inspect.cleandoc(description_text(node)).split("\n")
     rest = lines[:first] + lines[last + 1 :]
     if rng.random() < 0.5:
         return "\n".join(lines[:first] + _comments(text, before) + lines[last + 1 :])

@@ -44,8 +44,8 @@ def load_runs(paths: Iterable[str | Path]) -> pa.Table:
     ``runs.parquet`` is found, a file is no readable Parquet, lacks a required column or has
     an outcome outside ``raydist.outcomes.OUTCOMES``, or one unit (``key``) is in two run
     directories (its rows would count twice)."""
-    paths = [Path(p) for p in paths]
-    files = _runs_files(paths)
+    folders = [Path(p) for p in paths]
+    files = _runs_files(folders)
     if not files:
         raise ValueError(f"no runs.parquet at or below {' '.join(map(str, paths)) or '(no path given)'}: give run "
                          "directories of finished launches, or the folder above them; a run directory whose launch "

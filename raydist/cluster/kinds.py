@@ -37,6 +37,9 @@ from raydist.views import View, levels_needing
 
 if TYPE_CHECKING:  # a unit's settings live with execute_unit, which looks kinds up here
     from raydist.cluster.unit import InstanceImage, UnitSettings
+    from raydist.models import ModelEndpoint
+    from raydist.sandbox import Sandbox
+    from raydist.tasks import Instance
 
 PATCH_TASK = "patch"
 """Name of the patch kind (an instance without ``extra["task"]`` is one)."""
@@ -88,15 +91,15 @@ class TaskKind(Protocol):
     def check_plan(self, instances: Sequence, levels: Sequence[str]) -> None:
         """Raise ValueError, naming what to change, when ``instances`` cannot run at ``levels``."""
 
-    def check_unit(self, instance, settings: UnitSettings) -> None:
+    def check_unit(self, instance: Instance, settings: UnitSettings) -> None:
         """Raise for a unit that cannot be scored (before its sandbox is created)."""
 
-    def run_agent(self, settings: UnitSettings, view: View, box, endpoint, traj_path: Path, instance,
-                  repo, initial: Mapping[str, tuple]) -> AgentRun:
+    def run_agent(self, settings: UnitSettings, view: View, box: Sandbox, endpoint: ModelEndpoint | None,
+                  traj_path: Path, instance: Instance, repo, initial: Mapping[str, tuple]) -> AgentRun:
         """Run the unit's agent (``settings.agent_kind``) in ``box``, the view installed
         (``initial``: its tree entries); read what the kind scores before the sandbox closes."""
 
-    def score(self, unit: RunUnit, instance, settings: UnitSettings, image: InstanceImage, view: View,
+    def score(self, unit: RunUnit, instance: Instance, settings: UnitSettings, image: InstanceImage, view: View,
               run: AgentRun) -> Score:
         """Score ``run`` of ``unit``."""
 
@@ -112,11 +115,11 @@ class PatchKind:
     def check_plan(self, instances: Sequence, levels: Sequence[str]) -> None:
         """Nothing to check before a launch: a row without tests is refused per unit."""
 
-    def check_unit(self, instance, settings: UnitSettings) -> None:
+    def check_unit(self, instance: Instance, settings: UnitSettings) -> None:
         """Nothing to check: ``needs_tests`` is checked with the instance image."""
 
-    def run_agent(self, settings: UnitSettings, view: View, box, endpoint, traj_path: Path, instance,
-                  repo, initial: Mapping[str, tuple]) -> AgentRun:
+    def run_agent(self, settings: UnitSettings, view: View, box: Sandbox, endpoint: ModelEndpoint | None,
+                  traj_path: Path, instance: Instance, repo, initial: Mapping[str, tuple]) -> AgentRun:
         """The LLM agent, or the oracle writing the gold patch through the view, or the null
         agent; then the work tree's changes against the view's initial tree. Raises
         ``UnitInputError`` (``gold_patch_does_not_apply``) when the oracle's gold patch does not
@@ -143,7 +146,7 @@ class PatchKind:
                                 trajectory_path=traj_path)
         return AgentRun(outcome, read_changes(box, initial, repo))
 
-    def score(self, unit: RunUnit, instance, settings: UnitSettings, image: InstanceImage, view: View,
+    def score(self, unit: RunUnit, instance: Instance, settings: UnitSettings, image: InstanceImage, view: View,
               run: AgentRun) -> Score:
         """The changes as a patch in original coordinates (§III-G), graded (``grade_patch``);
         an agent's empty patch is not graded (``not_graded``). Changes a text patch cannot carry
@@ -236,7 +239,7 @@ class QuestionKind:
                 f"release a test_cmd and install pins (benchmark.releases.<repo>), or use L0-L3 and their "
                 f"combinations, e.g. levels=[L0,L1,L2,L3,L1+L2+L3]")
 
-    def check_unit(self, instance, settings: UnitSettings) -> None:
+    def check_unit(self, instance: Instance, settings: UnitSettings) -> None:
         """Raises ``InfrastructureError`` (``judge_unavailable``) when no judge is served and
         ``InputError`` (``no_reference_answer``) for a question without a reference answer."""
         judge = settings.judge
@@ -249,8 +252,8 @@ class QuestionKind:
                              "row a non-empty reference_answer (benchmark=swe_qa sets it from SWE-QA's answer)",
                              cause="no_reference_answer")
 
-    def run_agent(self, settings: UnitSettings, view: View, box, endpoint, traj_path: Path, instance,
-                  repo, initial: Mapping[str, tuple]) -> AgentRun:
+    def run_agent(self, settings: UnitSettings, view: View, box: Sandbox, endpoint: ModelEndpoint | None,
+                  traj_path: Path, instance: Instance, repo, initial: Mapping[str, tuple]) -> AgentRun:
         """The LLM agent with the question prompts, or the oracle submitting the reference answer
         through the view (in view names), or the null agent (an empty answer)."""
         from raydist.agents import null, run_agent
@@ -266,7 +269,7 @@ class QuestionKind:
         return AgentRun(run_agent(view=view, sandbox=box, endpoint=endpoint, settings=agent,
                                   trajectory_path=traj_path, task="qa"))
 
-    def score(self, unit: RunUnit, instance, settings: UnitSettings, image: InstanceImage, view: View,
+    def score(self, unit: RunUnit, instance: Instance, settings: UnitSettings, image: InstanceImage, view: View,
               run: AgentRun) -> Score:
         """The answer as the original repository names things (a view name in it would be an
         unknown word to the judge and the reference), judged against the reference answer:
@@ -314,7 +317,7 @@ class UnknownTask(InputError, ValueError):
     default_cause = "unknown_task"
 
 
-def kind_of(instance) -> TaskKind:
+def kind_of(instance: Instance) -> TaskKind:
     """The kind of ``instance``: ``KINDS[instance.extra["task"]]``, the patch kind without one.
     Raises ``UnknownTask`` naming the registered kinds for any other value."""
     name = (getattr(instance, "extra", None) or {}).get("task") or PATCH_TASK

@@ -14,11 +14,16 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from raydist.cluster.unit import UnitSettings, execute_unit
 from raydist.cluster.unit_key import RunUnit
 from raydist.outcomes import RetryPolicy, classify_exception
 from raydist.results.sink import Failure, error_row, task_failure
+
+if TYPE_CHECKING:
+    from raydist.models import ModelEndpoint
+    from raydist.tasks import Instance
 
 FAILURE = "__raydist_failure__"
 """Key of the dict a preparation task returns instead of a record when it failed."""
@@ -169,7 +174,8 @@ def _remote_unit():
     import ray
 
     @ray.remote(max_retries=0)
-    def run_unit(execute, unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared) -> dict:
+    def run_unit(execute, unit: RunUnit, instance: Instance, settings: UnitSettings,
+                 endpoint: ModelEndpoint | None, prepared) -> dict:
         return {**execute(unit, instance, settings, endpoint, prepared), **node_fields()}
 
     return run_unit
@@ -179,7 +185,8 @@ def _remote_prepare():
     import ray
 
     @ray.remote(max_retries=0)
-    def prepare(task, instance, options, endpoint, settings: UnitSettings) -> dict:
+    def prepare(task, instance: Instance, options, endpoint: ModelEndpoint | None,
+                settings: UnitSettings) -> dict:
         from raydist.cluster.prepare import run_preparation
         from raydist.cluster.unit import error_fields
 
@@ -271,7 +278,7 @@ def run_bounded(remote, items: Sequence, args_of: Callable[[object], tuple], lim
     return [item for item in items if id(item) in left]
 
 
-def run_preparations(tasks: Sequence, instances: dict, options, endpoint, settings: UnitSettings,
+def run_preparations(tasks: Sequence, instances: dict, options, endpoint: ModelEndpoint | None, settings: UnitSettings,
                      ray_options: RayOptions, on_record: Callable[[object, dict | None, Failure | None], None],
                      stop: Callable[[], object] | None = None) -> list:
     """Run view preparations (``raydist.cluster.prepare``) with at most
@@ -337,7 +344,7 @@ def run_units(
     units: Sequence[RunUnit],
     instances: dict,
     settings: UnitSettings,
-    endpoint,
+    endpoint: ModelEndpoint | None,
     options: RayOptions,
     on_row: Callable[[dict], None],
     progress=None,

@@ -8,12 +8,17 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from raydist.sandbox import Sandbox
+    from raydist.views import View
 
 # Files an agent's tools leave behind that are never part of a submission.
 IGNORED = ("__pycache__/", "*.pyc", ".pytest_cache/", "*.egg-info/", ".mypy_cache/")
 
 
-def install_view(box, view) -> dict[str, tuple]:
+def install_view(box: Sandbox, view: View) -> dict[str, tuple]:
     """Write the view's files and make the view the repository's only history; return the
     initial tree's entries (``raydist.views.recover.tree_entries``), kept on the host where
     nothing the agent does can reach them: the patch is the diff from this tree."""
@@ -39,7 +44,7 @@ def install_view(box, view) -> dict[str, tuple]:
     return entries
 
 
-def _tree(box, baseline=None):
+def _tree(box: Sandbox, baseline=None):
     """``tree_entries`` of the sandbox's /testbed, read through Docker's archive API (not the
     agent's tools or git); a /testbed the agent removed reads as an empty tree."""
     from docker.errors import NotFound
@@ -73,7 +78,7 @@ class _ChunkReader(io.RawIOBase):
         return n
 
 
-def read_changes(box, initial: dict[str, tuple], repo):
+def read_changes(box: Sandbox, initial: dict[str, tuple], repo):
     """The agent's submission: the final work tree against the view's initial tree
     (``raydist.views.recover.changed_files``), whatever the agent did to ``.git`` (commit,
     stash, branches, removal). New files the repository's own ignore rules ignore (build

@@ -9,6 +9,8 @@ The action mix is §IV RQ2's taxonomy; the leak count is §III-F's audit.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -75,7 +77,8 @@ def error_counts(table: pa.Table) -> list[dict]:
     return sorted(out, key=lambda e: (ERRORS.index(e["outcome"]), -e["units"], e["error_cause"]))
 
 
-def to_markdown(rows: list[dict], *, title: str, planned: int, note: str = "", errors: list[dict] = ()) -> str:
+def to_markdown(rows: list[dict], *, title: str, planned: int, note: str = "",
+                errors: Sequence[dict] = ()) -> str:
     """A Markdown report: a heading, the units with a result vs planned, the table (rates over
     finished units; error outcomes in their own columns) and, when ``errors``
     (``error_counts``) is not empty, the errors by outcome and cause."""

@@ -54,4 +54,7 @@ def unpack_single(archive: bytes, label: str) -> bytes:
         first = tar.next()
         if first is None or not first.isfile():
             raise IsADirectoryError(f"{label} is not a regular file in the sandbox")
-        return tar.extractfile(first).read()
+        stream = tar.extractfile(first)
+        if stream is None:  # a regular member always has a stream
+            raise IsADirectoryError(f"{label} is not a regular file in the sandbox")
+        return stream.read()

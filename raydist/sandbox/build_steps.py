@@ -14,6 +14,10 @@ import shlex
 import tarfile
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from raydist.sandbox.container import Sandbox
 
 VENV = "/opt/venv"
 WHEELS = "/wheels"
@@ -31,7 +35,7 @@ BUILD_VERSION = "2"
 OFFLINE_PIP = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": WHEELS, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
 
 
-def copy_inputs(box, source: Path, wheels: Path, injected_patch: str) -> None:
+def copy_inputs(box: Sandbox, source: Path, wheels: Path, injected_patch: str) -> None:
     """Copy the unpacked sdist to ``/testbed``, the wheelhouse to ``/wheels`` and the
     injected patch to ``/tmp``, as one archive through ``put_archive``."""
     with tempfile.TemporaryFile(prefix="raydist-build-", suffix=".tar") as fh:
@@ -52,7 +56,7 @@ def copy_inputs(box, source: Path, wheels: Path, injected_patch: str) -> None:
 def plan(recipe) -> list[tuple[str, str, dict, float]]:
     """``[(step, command, env, timeout_s)]`` building the instance from ``recipe``."""
     env = {**OFFLINE_PIP, "PATH": PATH, "VIRTUAL_ENV": VENV}
-    steps = [("venv", f"python3 -m venv {VENV} && printf %s {shlex.quote(PROFILE)} "
+    steps: list[tuple[str, str, dict, float]] = [("venv", f"python3 -m venv {VENV} && printf %s {shlex.quote(PROFILE)} "
                       "> /etc/profile.d/raydist-venv.sh", {}, 300)]
     if recipe.install:
         pins = shlex.join(recipe.install)

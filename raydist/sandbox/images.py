@@ -153,6 +153,9 @@ def _export_repo(box: Sandbox, repo_dir: Path, what: str) -> None:
     _run_step(box, "export repo", "git archive --format=tar -o /tmp/raydist-base.tar HEAD",
               {}, 300, what)
     archive = box.read_files(["raydist-base.tar"], root="/tmp")["raydist-base.tar"]
+    if archive is None:
+        raise ImageBuildError(f"building {what} failed at step 'export repo': git archive wrote no "
+                              "/tmp/raydist-base.tar")
     repo_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{repo_dir.name}-", dir=repo_dir.parent))
     tar_path = staging.with_suffix(".tar")

@@ -45,9 +45,10 @@ from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from pathlib import PurePosixPath
 from types import MappingProxyType
+from typing import TypedDict
 from urllib.parse import urlsplit
 
-from raydist.views.base import RepoFiles
+from raydist.views.base import RepoFiles, View
 from raydist.views.vocabulary import (
     BUILTINS,
     COMMAND_WORDS,
@@ -204,12 +205,13 @@ def _identifier_parts(name: str) -> list[str]:
     return [p for p in re.split(r"[-.\s]+", name) if p.isidentifier() and not is_generic(p)]
 
 
-def _metadata(repo: RepoFiles, read, instance) -> dict[str, list[str]]:
+def _metadata(repo: RepoFiles, read, instance: object) -> dict[str, list[str]]:
     names: list[str] = []
     urls: list[str] = []
     sdist = getattr(getattr(instance, "recipe", None), "sdist", None)
-    if getattr(sdist, "name", None):
-        names.append(sdist.name)
+    sdist_name = getattr(sdist, "name", None)
+    if isinstance(sdist_name, str) and sdist_name:
+        names.append(sdist_name)
     slug = getattr(instance, "repo", None)
     if isinstance(slug, str) and "/" in slug:
         urls.append("https://github.com/" + slug)
@@ -305,14 +307,21 @@ def _readme_title(repo: RepoFiles, read) -> list[str]:
     return []
 
 
-def hidden_names(view, identity: IdentitySet) -> frozenset[str]:
+def hidden_names(view: View, identity: IdentitySet) -> frozenset[str]:
     """The identity tokens ``view`` hides: those its translator shows under another name
     (``find_exposures`` no longer finds them in ``view.translator.to_view(token)``). Empty at L0."""
     to_view = view.translator.to_view
     return frozenset(t for t in identity if t not in find_exposures(to_view(t), identity))
 
 
-def view_manifest(view, identity: IdentitySet) -> dict[str, object]:
+class ViewManifest(TypedDict):
+    """``view_manifest``'s answer: the identity tokens a view hides, and those it shows with why."""
+
+    remapped: list[str]
+    unmapped: dict[str, str]
+
+
+def view_manifest(view: View, identity: IdentitySet) -> ViewManifest:
     """What ``view`` does with the repository's identity, found by the audit itself:
     ``remapped`` (sorted identity tokens it hides) and ``unmapped`` (token -> reason it stays
     visible: the reason the level wrote in ``meta["l2_unmapped"]``, else that the view's
@@ -320,7 +329,7 @@ def view_manifest(view, identity: IdentitySet) -> dict[str, object]:
     hidden = hidden_names(view, identity)
     listed = view.meta.get("l2_unmapped", {}) if isinstance(view.meta, Mapping) else {}
     renames = "l2_unmapped" in (view.meta or {})
-    unmapped = {}
+    unmapped: dict[str, str] = {}
     for token in identity:
         if token not in hidden:
             unmapped[token] = listed.get(token) or (

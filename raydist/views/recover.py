@@ -202,16 +202,19 @@ def apply_patch_to_texts(files: Mapping[str, str | None], patch: str) -> dict[st
     result: dict[str, str | None] = dict(files)
     for patched in _parse(patch):
         source, target = _strip_prefix(patched.source_file), _strip_prefix(patched.target_file)
+        path = source or target
+        if path is None:
+            raise PatchApplyError("the patch has a file entry from /dev/null to /dev/null")
         old = None if source is None else result.get(source)
         if source is not None and old is None:
             raise PatchApplyError(f"{source}: the patch modifies it but it does not exist")
-        if source is None and result.get(target) is not None:
-            raise PatchApplyError(f"{target}: the patch adds it but it already exists")
-        new = _apply_hunks(source or target, old or "", patched)
+        if source is None and result.get(path) is not None:
+            raise PatchApplyError(f"{path}: the patch adds it but it already exists")
+        new = _apply_hunks(path, old or "", patched)
         if target is None:
             if new:
-                raise PatchApplyError(f"{source}: the patch deletes it but leaves content behind")
-            result[source] = None
+                raise PatchApplyError(f"{path}: the patch deletes it but leaves content behind")
+            result[path] = None
             continue
         if source is not None and source != target:
             result[source] = None
@@ -258,7 +261,11 @@ def tree_entries(tar: IO[bytes], *, baseline: Mapping[str, tuple] | None = None,
             if not member.isfile():
                 entries[path] = ("other", member.type.decode("ascii", "replace"))
                 continue
-            data = archive.extractfile(member).read()
+            stream = archive.extractfile(member)
+            if stream is None:  # a regular member always has a stream; no content, no entry
+                entries[path] = ("other", member.type.decode("ascii", "replace"))
+                continue
+            data = stream.read()
             entry = ("file", hashlib.sha256(data).hexdigest(), len(data))
             entries[path] = entry
             if baseline is not None and baseline.get(path) != entry and len(data) <= MAX_TEXT_BYTES:

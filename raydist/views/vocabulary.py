@@ -14,6 +14,7 @@ import inspect
 import keyword
 import re
 import sys
+import types
 from collections.abc import Iterable
 from pathlib import PurePosixPath
 
@@ -115,8 +116,8 @@ def importable_roots(paths: Iterable[str]) -> frozenset[str]:
 def external_attributes(stdlib_modules: Iterable[str]) -> frozenset[str]:
     """Attribute names of builtin types and of the given standard-library modules and their classes."""
     names: set[str] = set()
-    objects = [obj for obj in vars(builtins).values() if inspect.isclass(obj)]
-    objects += [type(lambda: 0), type(len), type(i for i in ()), type(sys), type(sys.exc_info)]
+    objects: list[object] = [obj for obj in vars(builtins).values() if inspect.isclass(obj)]
+    objects += [types.FunctionType, types.BuiltinFunctionType, types.GeneratorType, types.ModuleType]
     for module_name in sorted(set(stdlib_modules)):
         if module_name.split(".")[0] in _NO_IMPORT:
             continue

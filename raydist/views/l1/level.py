@@ -13,9 +13,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from raydist.views.base import MissingPreparation, Prepared, RepoFiles, View, ViewOptions
+from raydist.views.instance import ViewInstance
 
 
-def statement_level(view: View, instance: object, repo: RepoFiles, seed: int, options: ViewOptions,
+def statement_level(view: View, instance: ViewInstance, repo: RepoFiles, seed: int, options: ViewOptions,
                     prepared: Prepared) -> View:
     """Show ``prepared.statement`` in place of the canonical problem statement.
 

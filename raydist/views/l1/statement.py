@@ -293,9 +293,10 @@ def _attempt(statement: str, complete: Complete, prompts: L1Prompts, *, attempt:
              previous: dict | None, max_tokens: int, verify_max_tokens: int) -> dict:
     """One generate-check-verify round; returns its history entry."""
     refinable = previous is not None and previous["rejected"] not in ("error", "empty")
-    entry = {"attempt": attempt, "prompt": "refine" if refinable else "paraphrase", "request_seed": request_seed,
-             "candidate": None, "missing": [], "verdicts": {}, "reason": None, "error": None, "rejected": None}
-    if refinable:
+    entry: dict[str, Any] = {
+        "attempt": attempt, "prompt": "refine" if refinable else "paraphrase", "request_seed": request_seed,
+        "candidate": None, "missing": [], "verdicts": {}, "reason": None, "error": None, "rejected": None}
+    if previous is not None and refinable:
         messages = prompts.messages(
             "refine", statement=statement, candidate=previous["candidate"], missing=previous["missing"],
             verdicts=previous["verdicts"], reason=previous["reason"] or "",
@@ -313,7 +314,8 @@ def _attempt(statement: str, complete: Complete, prompts: L1Prompts, *, attempt:
         return entry | {"rejected": "empty"}
     if normalise(candidate).strip() == normalise(statement).strip():
         return entry | {"rejected": "unchanged"}
-    problem = form_problem(statement, candidate, messages, previous["candidate"] if refinable else None)
+    problem = form_problem(statement, candidate, messages,
+                           previous["candidate"] if previous is not None and refinable else None)
     if problem:
         return entry | {"rejected": "form", "reason": problem}
     entry["missing"] = missing_spans(statement, candidate)

@@ -314,8 +314,8 @@ def extract_names(repo: RepoFiles) -> RepoNames:
             excluded.setdefault(name, f"composed into the string token {token}")
     modules = path_names(paths)
     for name in candidates:
-        reason = is_reserved(name, MIN_LENGTH - 1 if name in modules else MIN_LENGTH)
-        if reason:
-            excluded.setdefault(name, reason)
+        reserved = is_reserved(name, MIN_LENGTH - 1 if name in modules else MIN_LENGTH)
+        if reserved:
+            excluded.setdefault(name, reserved)
     internal = frozenset(n for n in candidates if n not in excluded and n.isascii())
     return RepoNames(internal=internal, excluded=excluded, tokens=frozenset(tokens), skipped=skipped)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 
 from raydist.views.audit import STRONG_KINDS, IdentitySet, identity_tokens
 from raydist.views.base import IDENTITY, FileRenderer, Prepared, RepoFiles, View, ViewOptions
+from raydist.views.instance import ViewInstance
 from raydist.views.l2.mapping import NameMapping, build_mapping, with_case_variants
 from raydist.views.l2.names import extract_names, is_reserved
 from raydist.views.l2.translator import NamespaceTranslator
@@ -51,7 +52,7 @@ class NamePlan:
     skipped: dict[str, str]
 
 
-def repository_identity(instance: object) -> str:
+def repository_identity(instance: ViewInstance) -> str:
     """What the mapping is seeded by besides the seed: the instance's ``repo`` (``owner/name``),
     else its ``instance_id``, so every task of one repository shares a namespace per seed."""
     return getattr(instance, "repo", None) or instance.instance_id
@@ -74,8 +75,9 @@ def plan_names(repo: RepoFiles, identity: IdentitySet) -> NamePlan:
         if reason is not None and (reason.startswith(SOFT_EXCLUSIONS)
                                    or strong and reason.startswith(("generic", "too short"))):
             reason = None
-        if hard or reason:
-            unmapped[token] = hard or reason
+        why = hard or reason
+        if why:
+            unmapped[token] = why
         else:
             names.add(token)
     keep = (set(found.excluded) - names) | KEYWORDS | BUILTINS | STDLIB | COMMAND_WORDS
@@ -83,7 +85,7 @@ def plan_names(repo: RepoFiles, identity: IdentitySet) -> NamePlan:
                     skipped=dict(found.skipped))
 
 
-def namespace_mapping(repo: RepoFiles, identity: str, seed: int, instance: object = None,
+def namespace_mapping(repo: RepoFiles, identity: str, seed: int, instance: ViewInstance | None = None,
                       tokens: IdentitySet | None = None) -> NameMapping:
     """The L2 bijection of ``repo``'s names for ``(identity, seed)``, case variants included.
 
@@ -98,7 +100,7 @@ def _mapping(plan: NamePlan, identity: str, seed: int, identity_set: IdentitySet
     return with_case_variants(build_mapping(plan.names, plan.tokens, identity, seed), plan.keep, identity_set)
 
 
-def namespace_level(view: View, instance: object, repo: RepoFiles, seed: int, options: ViewOptions,
+def namespace_level(view: View, instance: ViewInstance, repo: RepoFiles, seed: int, options: ViewOptions,
                     prepared: Prepared) -> View:
     """Apply L2 to ``view``: translate the statement, install the translator (§III-C, §III-F).
 

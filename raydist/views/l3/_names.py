@@ -13,6 +13,13 @@ import libcst as cst
 _EMPTY = cst.Module(body=[])
 
 
+def _as_name(alias: cst.ImportAlias) -> str | None:
+    """The ``as`` name of an import alias (``import a.b as c`` -> ``c``), or None without one."""
+    if alias.asname is None or not isinstance(alias.asname.name, cst.Name):
+        return None
+    return alias.asname.name.value
+
+
 class _Bindings(cst.CSTVisitor):
     """Module-level bindings (compound statements entered, function and class bodies not)."""
 
@@ -25,7 +32,7 @@ class _Bindings(cst.CSTVisitor):
     def visit_Import(self, node: cst.Import) -> bool:
         for alias in node.names:
             dotted = _EMPTY.code_for_node(alias.name)
-            local = alias.asname.name.value if alias.asname else dotted.split(".")[0]
+            local = _as_name(alias) or dotted.split(".")[0]
             self.imports.setdefault(local, set()).add(dotted if alias.asname else local)
         return False
 
@@ -36,7 +43,7 @@ class _Bindings(cst.CSTVisitor):
             return False
         for alias in node.names:
             name = _EMPTY.code_for_node(alias.name)
-            local = alias.asname.name.value if alias.asname else name
+            local = _as_name(alias) or name
             self.imports.setdefault(local, set()).add(f"{source}.{name}")
         return False
 

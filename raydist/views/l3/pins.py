@@ -215,7 +215,7 @@ class Pinning:
 
     def body_reason(self, node: cst.ClassDef) -> str | None:
         """Why the statements of class body ``node`` have effects at class creation, or None."""
-        if not isinstance(node.body, cst.IndentedBlock):
+        if isinstance(node.body, cst.SimpleStatementSuite):
             return _simple_line_reason(self, node.body.body, frozenset())
         own = frozenset(class_bindings(node))
         earlier: set[str] = set()

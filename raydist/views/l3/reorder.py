@@ -26,6 +26,7 @@ from types import MappingProxyType
 import libcst as cst
 
 from raydist.views.base import FileRenderer, Prepared, RepoFiles, View, ViewOptions
+from raydist.views.instance import ViewInstance
 from raydist.views.l3.deps import (
     Definition,
     call_closure,
@@ -192,7 +193,7 @@ def reorder_file(source: str, instance_id: str, path: str, seed: int) -> str:
     return reorder_source(source, random.Random(file_seed(instance_id, path, seed)))
 
 
-def target_files(instance: object, repo: RepoFiles, options: ViewOptions) -> list[str]:
+def target_files(instance: ViewInstance, repo: RepoFiles, options: ViewOptions) -> list[str]:
     """Files L3 transforms: the .py files the gold patch touches, or all with ``l3_files="all"``."""
     if options.l3_files == "all":
         return repo.python_files()
@@ -208,7 +209,7 @@ def _try_reorder(text: str, instance_id: str, path: str, seed: int) -> tuple[str
     return new, reorderer.pinned, None
 
 
-def reorder_level(view: View, instance: object, repo: RepoFiles, seed: int, options: ViewOptions,
+def reorder_level(view: View, instance: ViewInstance, repo: RepoFiles, seed: int, options: ViewOptions,
                   prepared: Prepared) -> View:
     """Apply L3 to ``view``: reorder the target files' definitions (SchrodingerRepo §III-D).
 

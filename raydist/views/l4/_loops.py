@@ -116,7 +116,8 @@ class LoopsPass(_Pass):
         name, comp = small.targets[0].target.value, small.value
         if name in self.blocked:
             return None
-        fors, node = [], comp.for_in
+        fors: list[cst.CompFor] = []
+        node: cst.CompFor | None = comp.for_in
         while node is not None:
             fors.append(node)
             node = node.inner_for_in

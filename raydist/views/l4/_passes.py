@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import symtable
+from typing import TypeVar
 
 import libcst as cst
 
@@ -20,6 +21,18 @@ _GUARDS = (cst.Try, cst.TryStar, cst.With)
 _ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
 _ANY = (cst.BaseExpression,)  # a statement header only needs parentheses across lines
 PASSES = ("rename", "alias", "invert", "loops", "swap", "augment")
+
+
+_Node = TypeVar("_Node", bound=cst.CSTNode)
+
+
+def transformed(node: _Node, transformer: cst.CSTTransformer) -> _Node:
+    """``node.visit(transformer)`` for a transformer that keeps the node itself (it may change what
+    is inside, never remove or flatten it); raises TypeError when it did not."""
+    out = node.visit(transformer)
+    if not isinstance(out, type(node)):
+        raise TypeError(f"{type(transformer).__name__} turned a {type(node).__name__} into {out!r}")
+    return out
 
 
 def code_of(node: cst.CSTNode) -> str:
@@ -55,7 +68,7 @@ def _nested_scope_names(body: cst.CSTNode) -> set[str]:
 
 
 def is_dynamic(func: cst.FunctionDef) -> bool:
-    hit = []
+    hit: list[cst.CSTNode] = []
 
     class Find(cst.CSTVisitor):
         def on_visit(self, n: cst.CSTNode) -> bool:
@@ -187,7 +200,7 @@ def _alias(func: cst.FunctionDef, rng: random.Random, p: float, taken: set[str])
             new = f"{base}{k}"
         taken.add(new)
         mapping[old] = new
-    body = func.body.visit(_Rename(rng, p, mapping))
+    body = transformed(func.body, _Rename(rng, p, mapping))
     statements = list(body.body)
     first = statements[0] if statements else None
     docstring = (isinstance(first, cst.SimpleStatementLine) and len(first.body) == 1
@@ -263,7 +276,8 @@ def _int_update(small, name: str) -> bool:
 
 def _int_locals(func: cst.FunctionDef) -> set[str]:
     """Locals every binding of which keeps them an int (see ``_int_update``)."""
-    good, bad = set(), set(_nested_scope_names(func.body))
+    good: set[str] = set()
+    bad = set(_nested_scope_names(func.body))
     params = [*func.params.params, *func.params.posonly_params, *func.params.kwonly_params,
               func.params.star_arg, func.params.star_kwarg]
     bad |= {p.name.value for p in params if isinstance(p, cst.Param)}

@@ -18,9 +18,10 @@ from dataclasses import replace
 from types import MappingProxyType
 
 from raydist.views.base import MissingPreparation, Prepared, RepoFiles, View, ViewOptions
+from raydist.views.instance import ViewInstance
 
 
-def rewrite_level(view: View, instance: object, repo: RepoFiles, seed: int, options: ViewOptions,
+def rewrite_level(view: View, instance: ViewInstance, repo: RepoFiles, seed: int, options: ViewOptions,
                   prepared: Prepared) -> View:
     """Put ``prepared.rewrites`` (path -> rewritten original text) into the view's files.
 

@@ -108,7 +108,8 @@ def rewrite_grammar(function_source: str, max_lines: int | None = None) -> str:
     if lines[first.lineno - 1].encode()[:first.col_offset].strip():
         return CODE_BLOCK_GRAMMAR
     has_doc = ast.get_docstring(node) is not None and len(node.body) > 1
-    fixed_to = first.end_lineno if has_doc and node.body[1].lineno > first.end_lineno else first.lineno - 1
+    doc_end = first.end_lineno or first.lineno  # ast.parse sets end_lineno on every statement
+    fixed_to = doc_end if has_doc and node.body[1].lineno > doc_end else first.lineno - 1
     if max_lines is None:
         max_lines = 2 * (len(lines) - fixed_to) + 4
     literal = "".join(_GBNF_ESCAPES.get(char, char) for char in "".join(lines[:fixed_to]))
@@ -122,8 +123,8 @@ def _render(template: str, **context) -> str:
 
 def _module_imports(module_source: str) -> str:
     tree = ast.parse(module_source)
-    return "\n".join(ast.get_source_segment(module_source, node) for node in tree.body
-                     if isinstance(node, (ast.Import, ast.ImportFrom)))
+    return "\n".join(segment for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))
+                     and (segment := ast.get_source_segment(module_source, node)) is not None)
 
 
 def rewrite_messages(module_source: str, qualname: str, prompts: L4Prompts, *, feedback: str | None = None,

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from unidiff import PatchSet
 
 from raydist._util.protocols import Complete
 from raydist.views.base import RepoFiles, ViewOptions
+from raydist.views.instance import ViewInstance
 from raydist.views.l4.llm import load_l4_prompts, propose_rewrite
 from raydist.views.l4.rewrite import functions_enclosing_patch, rewrite_function_source, same_interface
 from raydist.views.recover import patched_paths
@@ -36,16 +38,16 @@ class GateVerdict:
 def changed_line_ranges(patch: str, path: str) -> list[tuple[int, int]]:
     """1-based inclusive line ranges of ``path``'s original that ``patch`` removes or inserts
     next to (a pure insertion counts as the line before it), one range per hunk."""
-    ranges = []
+    ranges: list[tuple[int, int]] = []
     for patched in PatchSet(patch):
         if patched.path != path:
             continue
         for hunk in patched:
-            removed = [line.source_line_no for line in hunk if line.is_removed]
+            removed = [number for line in hunk if line.is_removed and (number := line.source_line_no) is not None]
             if removed:
                 ranges.append((min(removed), max(removed)))
                 continue
-            last_before = None
+            last_before: int | None = None
             for line in hunk:
                 if line.is_added:
                     break
@@ -56,10 +58,10 @@ def changed_line_ranges(patch: str, path: str) -> list[tuple[int, int]]:
     return ranges
 
 
-def rewrite_targets(instance, repo: RepoFiles) -> list[tuple[str, str]]:
+def rewrite_targets(instance: ViewInstance, repo: RepoFiles) -> list[tuple[str, str]]:
     """``(path, qualname)`` of every function enclosing a hunk of the gold patch, §III-E.
     Files that do not parse contribute nothing."""
-    targets = []
+    targets: list[tuple[str, str]] = []
     for path in patched_paths(instance.patch):
         text = repo.read(path) if path.endswith(".py") else None
         if text is None:
@@ -72,7 +74,7 @@ def rewrite_targets(instance, repo: RepoFiles) -> list[tuple[str, str]]:
     return targets
 
 
-def rewrite_loop(instance, seed: int, repo: RepoFiles, options: ViewOptions, gate: Gate,
+def rewrite_loop(instance: ViewInstance, seed: int, repo: RepoFiles, options: ViewOptions, gate: Gate,
                  complete: Complete | None = None, fatal: tuple[type[BaseException], ...] = (),
                  targets: list[tuple[str, str]] | None = None) -> dict:
     """The L4 record of ``instance`` for ``seed``: ``{"files": {path: text}, "functions":
@@ -97,10 +99,16 @@ def rewrite_loop(instance, seed: int, repo: RepoFiles, options: ViewOptions, gat
         prompts = load_l4_prompts(options.prompts_dir)
     for number, (path, qualname) in enumerate(rewrite_targets(instance, repo) if targets is None else targets):
         current = files.get(path) or repo.read(path)
-        entry = {"source": "unchanged", "attempts": 0, "reason": None, "feedback": []}
+        if current is None:
+            raise ValueError(f"L4 target {path}::{qualname}: {path} is not in the repository")
+        feedback_log: list[str] = []
+        entry: dict[str, Any] = {"source": "unchanged", "attempts": 0, "reason": None, "feedback": feedback_log}
         accepted = None
-        feedback = previous = None
+        feedback: str | None = None
+        previous: str | None = None
         for attempt in range(options.l4_llm_attempts if prompts is not None else 0):
+            if complete is None or prompts is None:  # no LLM: the loop runs no attempt
+                break
             entry["attempts"] = attempt + 1
             try:
                 proposal = propose_rewrite(current, qualname, complete, seed=seed * 1000 + number * 10 + attempt,
@@ -108,22 +116,22 @@ def rewrite_loop(instance, seed: int, repo: RepoFiles, options: ViewOptions, gat
             except fatal:  # e.g. the model server is down: nothing may be recorded or cached
                 raise
             except ValueError as exc:  # e.g. the name is defined twice: no LLM rewrite can be placed
-                entry["feedback"].append(f"no LLM rewrite: {exc}"[:500])
+                feedback_log.append(f"no LLM rewrite: {exc}"[:500])
                 break
             except Exception as exc:  # noqa: BLE001 - any other failed call is a recorded attempt
-                entry["feedback"].append(f"LLM call failed: {type(exc).__name__}: {exc}"[:500])
+                feedback_log.append(f"LLM call failed: {type(exc).__name__}: {exc}"[:500])
                 continue
             previous = proposal.function_source
             if proposal.module_source is None:
                 feedback = f"The rewrite was rejected before testing: {proposal.reason}"
-                entry["feedback"].append(feedback[:500])
+                feedback_log.append(feedback[:500])
                 continue
             verdict = gate({**files, path: proposal.module_source})
             if verdict.passed:
                 accepted, entry["source"] = proposal.module_source, "llm"
                 break
             feedback = verdict.feedback
-            entry["feedback"].append(_clip(feedback))
+            feedback_log.append(_clip(feedback))
         if accepted is None:
             candidate = rewrite_function_source(current, qualname, seed * 1000 + number)
             if candidate == current:

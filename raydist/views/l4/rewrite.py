@@ -50,6 +50,7 @@ from raydist.views.l4._passes import (
     code_of,
     is_dynamic,
     names_in,
+    transformed,
 )
 
 
@@ -66,13 +67,13 @@ def apply_pass(func: cst.FunctionDef, name: str, rng: random.Random, p: float, t
         return _alias(func, rng, p, taken)
     body = func.body
     if name == "invert":
-        body = body.visit(_Invert(rng, p))
+        body = transformed(body, _Invert(rng, p))
     elif name == "swap":
-        body = body.visit(_Swap(rng, p))
+        body = transformed(body, _Swap(rng, p))
     elif name == "augment":
-        body = body.visit(_Augment(rng, p, _int_locals(func)))
+        body = transformed(body, _Augment(rng, p, _int_locals(func)))
     elif name == "loops":
-        body = body.visit(LoopsPass(rng, p, Counter(names_in(func.body)), visible_names(func.body)))
+        body = transformed(body, LoopsPass(rng, p, Counter(names_in(func.body)), visible_names(func.body)))
     return func.with_changes(body=body)
 
 
@@ -108,7 +109,8 @@ class QualnameTransformer(cst.CSTTransformer):
     place; ``found`` counts the definitions replaced so far."""
 
     def __init__(self, qualname: str) -> None:
-        self.qualname, self.stack, self.found = qualname, [], 0
+        self.qualname, self.found = qualname, 0
+        self.stack: list[str] = []
 
     def visit_ClassDef(self, node) -> bool:
         self.stack.append(node.name.value)

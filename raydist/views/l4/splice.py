@@ -15,6 +15,7 @@ import textwrap
 
 import libcst as cst
 
+from raydist.views.l4._passes import transformed
 from raydist.views.l4.rewrite import QualnameTransformer, _functions
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")  # lines as ast numbers them
@@ -50,7 +51,12 @@ def function_text(module_source: str, qualname: str) -> tuple[str, str]:
     line, with their indentation and line endings) and the whitespace before its first line."""
     node = find_function(ast.parse(module_source), qualname)
     lines = source_lines(module_source)[first_line(node) - 1:node.end_lineno]
-    return "".join(lines), re.match(r"[ \t]*", lines[0]).group()
+    return "".join(lines), _indent_of(lines[0])
+
+
+def _indent_of(line: str) -> str:
+    """The spaces and tabs ``line`` starts with."""
+    return line[: len(line) - len(line.lstrip(" \t"))]
 
 
 def shown_function(module_source: str, qualname: str) -> str:
@@ -94,7 +100,7 @@ def _explicit_indents(func: cst.FunctionDef, default: str) -> cst.FunctionDef:
         def leave_IndentedBlock(self, original, updated):
             return updated if updated.indent is not None else updated.with_changes(indent=default)
 
-    return func.visit(Explicit())
+    return transformed(func, Explicit())
 
 
 def as_module(text: str) -> str:
@@ -105,9 +111,13 @@ def as_module(text: str) -> str:
 
 def _parse_function(text: str) -> cst.FunctionDef:
     """``text`` (one definition at any column) as a libcst node; raises
-    ``libcst.ParserSyntaxError``."""
+    ``libcst.ParserSyntaxError``, or ValueError when it parses but is no function definition."""
     module = cst.parse_module(as_module(text))
-    node = module.body[0] if not text[:1].isspace() else module.body[0].body.body[0]
+    node: cst.CSTNode = module.body[0]
+    if text[:1].isspace() and isinstance(node, cst.If) and isinstance(node.body, cst.IndentedBlock):
+        node = node.body.body[0]  # under as_module's ``if True:``
+    if not isinstance(node, cst.FunctionDef):
+        raise ValueError(f"not one function definition: {text[:80]!r}")
     return _explicit_indents(node, module.default_indent)
 
 
@@ -136,7 +146,7 @@ def splice_function(module_source: str, qualname: str, candidate: str) -> str:
     """
     _, indent = function_text(module_source, qualname)
     module = cst.parse_module(module_source)
-    own = re.match(r"[ \t]*", candidate).group()
+    own = _indent_of(candidate)
     candidate = re.sub(r"\r\n|\r|\n", module.default_newline, shift(candidate, own, indent))
     replace = _Replace(qualname, _parse_function(candidate))
     spliced = module.visit(replace)
