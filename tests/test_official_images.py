@@ -1,5 +1,5 @@
 """Official SWE-bench rows on images in the official layout: an image built here from a shared
-offline instance (``raydist.sandbox.official_build``), its 5.x row (``image``, ``eval_script``,
+offline instance (``raydist.tasks.official_build``), its 5.x row (``image``, ``eval_script``,
 ``log_parser``, ``eval_type``, no recipe), units on that image graded by swebench's eval script
 and report (``raydist.grading.official``) at L0 and at the L2/L3 views."""
 
@@ -25,8 +25,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.shared_data,
 @pytest.fixture(scope="module")
 def official_rows(tmp_path_factory) -> Path:
     from raydist.sandbox import connect
-    from raydist.sandbox.official_build import build_official_image
     from raydist.tasks import load_instances
+    from raydist.tasks.official_build import build_official_image
 
     [instance] = load_instances(str(OFFLINE), ids=[INSTANCE])
     cache = Path.home() / ".cache" / "raydist"

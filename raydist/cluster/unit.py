@@ -133,7 +133,7 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared, tr
     from raydist.sandbox import Limits
     from raydist.views import build_view, recover_patch
 
-    client, tag, repo, grade = _instance_image(instance, settings)
+    client, tag, repo, runner = _instance_image(instance, settings)
     if is_qa(instance):
         from raydist.cluster.qa_unit import run_qa
 
@@ -165,7 +165,7 @@ def _run(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared, tr
         out.update(_not_graded(unit, instance, patch))
         return out
     t1 = time.time()
-    result = grade(client, instance, tag, patch, timeout=settings.grading_timeout_s, limits=limits)
+    result = runner.run(instance, patch)
     out.update(
         # An empty submission has nothing to apply: null, not a misleading True.
         resolved=bool(result.resolved), model_patch=patch, patch_applied=result.applied if patch else None,
@@ -222,15 +222,16 @@ def agent_exit_or_raise(outcome, settings: UnitSettings) -> str:
 
 
 def _instance_image(instance, settings: UnitSettings):
-    """``(client, image tag, RepoFiles of its /testbed, grade function)`` of ``instance``: raydist's own
-    image of its sdist recipe, graded by ``raydist.grading.grade``; or, for an official SWE-bench 5.x
-    row (no recipe, an ``eval_script``), its official image (``raydist.sandbox.official``), graded by
-    swebench's eval script and report (``raydist.grading.official``). Raises ``UnitInputError`` for a
-    row with neither, or without a test command, and ``InfrastructureError`` (cause ``official_image``)
-    when the official image is neither here nor pullable."""
-    from raydist.grading import grade
-    from raydist.grading.official import grade_official, has_eval_script
-    from raydist.sandbox import connect, ensure_instance_image
+    """``(client, image tag, RepoFiles of its /testbed, TestRunner)`` of ``instance``: raydist's own
+    image of its sdist recipe, graded by ``raydist.grading.ContainerRunner``; or, for an official
+    SWE-bench 5.x row (no recipe, an ``eval_script``), its official image (``raydist.sandbox.official``),
+    graded by swebench's eval script and report (``raydist.grading.OfficialRunner``); the runner is
+    ``raydist.grading.runner_for``'s, bounded by ``settings.grading_timeout_s`` and ``settings.limits``.
+    Raises ``UnitInputError`` for a row with neither, or without a test command, and
+    ``InfrastructureError`` (cause ``official_image``) when the official image is neither here nor
+    pullable."""
+    from raydist.grading.official import has_eval_script, runner_for
+    from raydist.sandbox import Limits, connect, ensure_instance_image
     from raydist.sandbox.official import (
         OfficialImageMissing,
         ensure_official_image,
@@ -245,7 +246,9 @@ def _instance_image(instance, settings: UnitSettings):
             tag = ensure_official_image(client, instance, settings.image_namespace)
         except OfficialImageMissing as exc:
             raise InfrastructureError(str(exc), cause="official_image") from None
-        return client, tag, RepoFiles(official_repo_dir(client, tag, Path(settings.cache_dir))), grade_official
+        runner = runner_for(client, instance, tag, timeout=settings.grading_timeout_s,
+                            limits=settings.limits or Limits())
+        return client, tag, RepoFiles(official_repo_dir(client, tag, Path(settings.cache_dir))), runner
     if instance.recipe is None:
         raise UnitInputError(
             f"instance {instance.instance_id!r} has no build recipe (sdist) and no eval_script: raydist builds an "
@@ -260,7 +263,9 @@ def _instance_image(instance, settings: UnitSettings):
     client = connect(settings.docker_host)
     image = ensure_instance_image(client, instance.recipe, base_tag=settings.base_image,
                                   cache_dir=Path(settings.cache_dir))
-    return client, image.tag, RepoFiles(Path(image.repo_dir)), grade
+    runner = runner_for(client, instance, image.tag, timeout=settings.grading_timeout_s,
+                        limits=settings.limits or Limits())
+    return client, image.tag, RepoFiles(Path(image.repo_dir)), runner
 
 
 def _not_graded(unit: RunUnit, instance, patch: str) -> dict:

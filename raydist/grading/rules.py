@@ -1,4 +1,5 @@
-"""Per-test outcomes from a test log and the SWE-bench resolution rule.
+"""The FAIL_TO_PASS / PASS_TO_PASS rules, in one place: per-test outcomes from a test log,
+the lists measured from runs, the resolved verdict, and the L4 gate's "broken / fixed" rule.
 
 Parsing and grading are SWE-bench's own (swebench.harness.log_parsers, swebench.harness.grading):
 the log parser is the one swebench uses for the instance (``log_parser_for``: the row's
@@ -6,11 +7,14 @@ the log parser is the one swebench uses for the instance (``log_parser_for``: th
 django's runner, sympy's, pytest with options, ...; else pytest's, whose test id is the second
 whitespace-separated token of a ``-rA`` result line); a FAIL_TO_PASS test must pass (or
 xfail), a PASS_TO_PASS test must pass, xfail or be skipped, and truncated parametrised ids
-match by prefix.
+match by prefix. The lists are measured as SWE-bench defines them (harness ``get_logs_eval`` /
+``get_eval_tests_report``): FAIL_TO_PASS fail on the base and pass with the gold patch,
+PASS_TO_PASS pass in both (``measure_lists``). The L4 gate (SchrodingerRepo §III-E) refuses a
+rewrite that breaks a PASS_TO_PASS test or makes a FAIL_TO_PASS test pass (``gate_changes``).
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import SimpleNamespace
 
 from swebench.harness.constants import FAIL_TO_PASS, PASS_TO_PASS, ResolvedStatus
@@ -19,6 +23,9 @@ from swebench.harness.log_parsers import PARSER_REGISTRY
 from swebench.harness.log_parsers.python import MAP_REPO_TO_PARSER_PY, parse_log_pytest
 
 MISSING = "MISSING"
+PASSED = "PASSED"
+FAILING = ("FAILED", "ERROR")
+"""The statuses that count as a failure when the lists are measured (a skip or xfail is neither)."""
 
 
 class UnknownLogParser(ValueError):
@@ -70,3 +77,41 @@ def is_resolved(statuses: dict[str, str], fail_to_pass: Iterable[str],
         statuses, {FAIL_TO_PASS: list(fail_to_pass), PASS_TO_PASS: list(pass_to_pass)}
     )
     return get_resolution_status(report) == ResolvedStatus.FULL.value
+
+
+def passing_in_all(runs: Sequence[Mapping[str, str]]) -> frozenset[str]:
+    """The test ids ``PASSED`` in every one of ``runs`` (each ``{test id: status}``); empty for
+    no runs. A test counts only when every run agrees (flaky tests are left out)."""
+    if not runs:
+        return frozenset()
+    return frozenset.intersection(*(frozenset(t for t, s in run.items() if s == PASSED) for run in runs))
+
+
+def failing_in_all(runs: Sequence[Mapping[str, str]]) -> frozenset[str]:
+    """The test ids ``FAILED`` or ``ERROR`` in every one of ``runs``; empty for no runs."""
+    if not runs:
+        return frozenset()
+    return frozenset.intersection(*(frozenset(t for t, s in run.items() if s in FAILING) for run in runs))
+
+
+def measure_lists(base: Sequence[Mapping[str, str]],
+                  gold: Sequence[Mapping[str, str]]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(FAIL_TO_PASS, PASS_TO_PASS)``, each sorted, from the runs of the base state (the bug
+    present, test patch applied) and of the gold state (the fix applied), each a
+    ``{test id: status}``: FAIL_TO_PASS fail (``FAILED``/``ERROR``) in every base run and pass
+    in every gold run; PASS_TO_PASS pass in every run of both (SWE-bench's definition, harness
+    ``get_logs_eval`` / ``get_eval_tests_report``)."""
+    passing_gold = passing_in_all(gold)
+    return (tuple(sorted(failing_in_all(base) & passing_gold)),
+            tuple(sorted(passing_in_all(base) & passing_gold)))
+
+
+def gate_changes(fail_to_pass: Mapping[str, str],
+                 pass_to_pass: Mapping[str, str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(broken, fixed)`` of a run with an L4 rewrite applied, from the statuses of the
+    instance's FAIL_TO_PASS and PASS_TO_PASS ids in it (``MISSING`` for an unreported id):
+    ``broken`` are the PASS_TO_PASS ids that no longer pass, ``fixed`` the FAIL_TO_PASS ids that
+    now pass, each sorted. A rewrite is kept only when both are empty: it must neither break
+    behaviour nor fix the bug (SchrodingerRepo §III-E, the test gate of semantic rewrites)."""
+    return (tuple(sorted(t for t, s in pass_to_pass.items() if s != PASSED)),
+            tuple(sorted(t for t, s in fail_to_pass.items() if s == PASSED)))
