@@ -28,6 +28,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 
 from raydist.grading.apply import apply_on_host
+from raydist.grading.rules import passing_in_all
 from raydist.sandbox.sources import fetch_sdist, unpack_sdist
 from raydist.tasks.fresh import keep
 from raydist.tasks.fresh import statement as statements
@@ -179,7 +180,7 @@ def build_library(spec: str, settings: BuildSettings, model: StatementModel, out
 def _base_passing(tree: SourceTree, release: Release, sdist: Sdist, settings: BuildSettings,
                   container: ContainerStatuses | None) -> tuple[frozenset[str], int]:
     runs = [tree.run(), tree.run()]
-    host = runs[0].passing() & runs[1].passing()
+    host = passing_in_all([run.tests for run in runs])
     if not host:
         raise LibraryError(f"{release.name} {release.version}: no test passes on the release with "
                            f"{tree.test_cmd!r}; the log ends:\n{runs[0].log[-2000:]}")
@@ -189,7 +190,7 @@ def _base_passing(tree: SourceTree, release: Release, sdist: Sdist, settings: Bu
     listed = keep.Verdict(True, None, (), tuple(sorted(host)))
     baseline = _instance(f"{release.name}-{release.version}-release", release, sdist, settings, tree.test_cmd,
                          gold="", bug="", statement=None, mutation=None, verdict=listed)
-    inside = frozenset(t for t, s in container(baseline).items() if s == "PASSED")
+    inside = passing_in_all([container(baseline)])
     if not host & inside:
         raise LibraryError(f"{release.name} {release.version}: none of the {len(host)} tests that pass on the host "
                            "passes in the instance image; --no-container-check skips this check")
