@@ -183,3 +183,7 @@ def test_oracle_resolves_every_official_row_and_null_none_at_l4_and_full(all_off
         assert sorted((r["instance_id"], r["level"], r["resolved"], r["outcome"], r["grading_channel"])
                       for r in rows) == [(i, level, resolved, outcome, "official") for i in ids
                                          for level in ("L4", "full")]
+        # L4 rewrote the function around each gold patch, kept by the eval script's gate.
+        assert {(r["instance_id"], tuple(json.loads(r["view_meta"])["l4_files"])) for r in rows} == {
+            ("pallets__flask-4992", ("src/flask/config.py",)), ("pallets__flask-5063", ("src/flask/cli.py",)),
+            ("pydata__xarray-7393", ("xarray/core/indexing.py",))}
