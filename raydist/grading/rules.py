@@ -11,16 +11,13 @@ match by prefix. The lists are measured as SWE-bench defines them (harness ``get
 ``get_eval_tests_report``): FAIL_TO_PASS fail on the base and pass with the gold patch,
 PASS_TO_PASS pass in both (``measure_lists``). The L4 gate (SchrodingerRepo §III-E) refuses a
 rewrite that breaks a PASS_TO_PASS test or makes a FAIL_TO_PASS test pass (``gate_changes``).
+swebench is imported where it is used: importing swebench loads Docker, and the list and gate
+rules are pure.
 """
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import SimpleNamespace
-
-from swebench.harness.constants import FAIL_TO_PASS, PASS_TO_PASS, ResolvedStatus
-from swebench.harness.grading import _resolve_case, get_eval_tests_report, get_resolution_status
-from swebench.harness.log_parsers import PARSER_REGISTRY
-from swebench.harness.log_parsers.python import MAP_REPO_TO_PARSER_PY, parse_log_pytest
 
 MISSING = "MISSING"
 PASSED = "PASSED"
@@ -38,6 +35,9 @@ def log_parser_for(instance) -> tuple[str, Callable]:
     ``PARSER_REGISTRY``), else the parser of its ``repo`` in ``MAP_REPO_TO_PARSER_PY``, else
     ``parse_log_pytest``. Raises ``UnknownLogParser`` naming the instance and the name when
     the row names a parser swebench lacks."""
+    from swebench.harness.log_parsers import PARSER_REGISTRY
+    from swebench.harness.log_parsers.python import MAP_REPO_TO_PARSER_PY, parse_log_pytest
+
     extra = getattr(instance, "extra", None) or {}
     name = getattr(instance, "log_parser", None) or extra.get("log_parser")
     if name:
@@ -63,6 +63,8 @@ def parse_test_log(log: str, instance=None) -> dict[str, str]:
 
 def statuses_of(test_ids: Iterable[str], statuses: dict[str, str]) -> dict[str, str]:
     """Each id's status under SWE-bench's matching rule, ``MISSING`` when not reported."""
+    from swebench.harness.grading import _resolve_case
+
     out = {}
     for test_id in test_ids:
         key = _resolve_case(test_id, statuses)
@@ -73,6 +75,9 @@ def statuses_of(test_ids: Iterable[str], statuses: dict[str, str]) -> dict[str, 
 def is_resolved(statuses: dict[str, str], fail_to_pass: Iterable[str],
                 pass_to_pass: Iterable[str]) -> bool:
     """True iff every FAIL_TO_PASS and every PASS_TO_PASS test passes (SWE-bench FULL)."""
+    from swebench.harness.constants import FAIL_TO_PASS, PASS_TO_PASS, ResolvedStatus
+    from swebench.harness.grading import get_eval_tests_report, get_resolution_status
+
     report = get_eval_tests_report(
         statuses, {FAIL_TO_PASS: list(fail_to_pass), PASS_TO_PASS: list(pass_to_pass)}
     )
