@@ -222,16 +222,12 @@ def agent_exit_or_raise(outcome, settings: UnitSettings) -> str:
 
 
 def _instance_image(instance, settings: UnitSettings):
-    """``(client, image tag, RepoFiles of its /testbed, TestRunner)`` of ``instance``: raydist's own
-    image of its sdist recipe, graded by ``raydist.grading.ContainerRunner``; or, for an official
-    SWE-bench 5.x row (no recipe, an ``eval_script``), its official image (``raydist.sandbox.official``),
-    graded by swebench's eval script and report (``raydist.grading.OfficialRunner``); the runner is
-    ``raydist.grading.runner_for``'s, bounded by ``settings.grading_timeout_s`` and ``settings.limits``.
-    Raises ``UnitInputError`` for a row with neither, or without a test command, and
-    ``InfrastructureError`` (cause ``official_image``) when the official image is neither here nor
-    pullable."""
+    """``(client, image tag, RepoFiles of its /testbed, TestRunner)`` of ``instance``: raydist's image of its
+    sdist recipe, or an official 5.x row's own image (no recipe, an ``eval_script``; ``raydist.sandbox.official``),
+    and the runner of its tests there (``raydist.grading.runner_for``). Raises ``UnitInputError`` for a row with
+    neither, or without a test command, ``InfrastructureError`` (cause ``official_image``) when it is missing."""
     from raydist.grading.official import has_eval_script, runner_for
-    from raydist.sandbox import Limits, connect, ensure_instance_image
+    from raydist.sandbox import connect, ensure_instance_image
     from raydist.sandbox.official import (
         OfficialImageMissing,
         ensure_official_image,
@@ -246,9 +242,8 @@ def _instance_image(instance, settings: UnitSettings):
             tag = ensure_official_image(client, instance, settings.image_namespace)
         except OfficialImageMissing as exc:
             raise InfrastructureError(str(exc), cause="official_image") from None
-        runner = runner_for(client, instance, tag, timeout=settings.grading_timeout_s,
-                            limits=settings.limits or Limits())
-        return client, tag, RepoFiles(official_repo_dir(client, tag, Path(settings.cache_dir))), runner
+        return (client, tag, RepoFiles(official_repo_dir(client, tag, Path(settings.cache_dir))),
+                runner_for(client, instance, tag, timeout=settings.grading_timeout_s, limits=settings.limits))
     if instance.recipe is None:
         raise UnitInputError(
             f"instance {instance.instance_id!r} has no build recipe (sdist) and no eval_script: raydist builds an "
@@ -263,9 +258,8 @@ def _instance_image(instance, settings: UnitSettings):
     client = connect(settings.docker_host)
     image = ensure_instance_image(client, instance.recipe, base_tag=settings.base_image,
                                   cache_dir=Path(settings.cache_dir))
-    runner = runner_for(client, instance, image.tag, timeout=settings.grading_timeout_s,
-                        limits=settings.limits or Limits())
-    return client, image.tag, RepoFiles(Path(image.repo_dir)), runner
+    return (client, image.tag, RepoFiles(Path(image.repo_dir)),
+            runner_for(client, instance, image.tag, timeout=settings.grading_timeout_s, limits=settings.limits))
 
 
 def _not_graded(unit: RunUnit, instance, patch: str) -> dict:
