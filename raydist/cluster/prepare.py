@@ -32,7 +32,7 @@ from raydist.outcomes import InputError
 from raydist.prompts import resolve_prompts_dir
 from raydist.results.sink import Failure
 from raydist.sandbox import Limits, connect, ensure_instance_image
-from raydist.sandbox.official import ensure_official_image, official_repo_dir
+from raydist.sandbox.official import DEFAULT_NAMESPACE, ensure_official_image, official_repo_dir
 from raydist.tasks.swe_qa import cited_functions, is_qa
 from raydist.views import Prepared, RepoFiles, ViewOptions, levels_needing
 
@@ -166,15 +166,17 @@ def view_model_complete(endpoint, options: ViewOptions) -> Complete:
 
 
 def run_preparation(task: PrepTask, instance, options: ViewOptions, *, cache_dir: str, grading_timeout_s: float,
-                    endpoint=None, docker_host=None, base_image=None, limits: Limits | None = None) -> dict:
+                    endpoint=None, docker_host=None, base_image=None, limits: Limits | None = None,
+                    image_namespace: str = DEFAULT_NAMESPACE) -> dict:
     """Compute one preparation record (plain Python; the Ray task in ``runner`` calls it).
 
     ``endpoint`` is the view model's ``ModelEndpoint`` (None: L4 uses only the deterministic
     rewriter; L1 cannot run); ``grading_timeout_s`` bounds each L4 test-gate run, in seconds.
     L4's gate runs the instance's tests through the test-execution service
     (``raydist.grading.runner_for``): pytest + junit on raydist's image of a recipe row, swebench's
-    eval script on an official 5.x row's own image. Raises ``PreparationError`` for
-    infrastructure failures, ``InputError`` (cause ``l4_needs_recipe``) for a row with neither a
+    eval script on an official 5.x row's own image (the row's ``image``, else its name under
+    ``image_namespace``). Raises ``PreparationError`` for infrastructure failures (an image that
+    cannot be had included), ``InputError`` (cause ``l4_needs_recipe``) for a row with neither a
     recipe nor an eval script, and ``ValueError`` when L1 has no model.
     """
     complete = None if endpoint is None else view_model_complete(endpoint, options)
@@ -182,7 +184,8 @@ def run_preparation(task: PrepTask, instance, options: ViewOptions, *, cache_dir
         if complete is None:
             raise ValueError(f"L1 of {task.instance_id!r} needs a view model (view.model) and none is served")
         return prepare_statement(instance, task.seed, complete, options)
-    client, tag, repo = _l4_image(task, instance, cache_dir=cache_dir, docker_host=docker_host, base_image=base_image)
+    client, tag, repo = _l4_image(task, instance, cache_dir=cache_dir, docker_host=docker_host, base_image=base_image,
+                                  namespace=image_namespace)
     runner = runner_for(client, instance, tag, timeout=grading_timeout_s, limits=limits or Limits())
     targets = None
     if is_qa(instance):  # no gold patch and no PASS_TO_PASS: the cited functions, gated by the passing tests
@@ -192,7 +195,7 @@ def run_preparation(task: PrepTask, instance, options: ViewOptions, *, cache_dir
                             targets=targets)
 
 
-def _l4_image(task: PrepTask, instance, *, cache_dir: str, docker_host, base_image) -> tuple:
+def _l4_image(task: PrepTask, instance, *, cache_dir: str, docker_host, base_image, namespace: str) -> tuple:
     """``(client, image tag, RepoFiles of its /testbed)`` L4 rewrites and gates on: raydist's
     image of the row's sdist recipe, or an official 5.x row's own image (``raydist.sandbox.official``)
     with its /testbed exported to the host. Raises ``InputError`` (cause ``l4_needs_recipe``) for a
@@ -204,7 +207,7 @@ def _l4_image(task: PrepTask, instance, *, cache_dir: str, docker_host, base_ima
     try:
         client = connect(docker_host)
         if instance.recipe is None:
-            tag = ensure_official_image(client, instance)
+            tag = ensure_official_image(client, instance, namespace)
             return client, tag, RepoFiles(official_repo_dir(client, tag, Path(cache_dir)))
         image = ensure_instance_image(client, instance.recipe, base_tag=base_image, cache_dir=Path(cache_dir))
     except Exception as exc:  # noqa: BLE001
