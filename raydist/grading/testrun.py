@@ -81,8 +81,6 @@ class TestRunner(Protocol):
     a timeout are outcomes of the returned ``TestRun`` (``error`` set), never exceptions; a
     runner raises only when the tests cannot run at all (Docker, the host's virtualenv)."""
 
-    __test__ = False
-
     def run(self, instance, patch: str) -> TestRun:
         """The run of ``instance``'s tests with ``patch`` applied."""
         ...
