@@ -175,9 +175,12 @@ def test_oracle_resolves_every_official_row_and_null_none_at_l4_and_full(all_off
 
     ids = sorted(json.loads(line)["instance_id"] for line in all_official_rows.read_text().splitlines())
     assert len(ids) == 3
+    # A cache of its own: the L4 rewrites are made and gated here, never read from an earlier launch's cache.
+    cache = tmp_path / "cache"
     for agent, resolved, outcome in (("oracle", True, "resolved"), ("null", False, "unresolved")):
         done = launch(tmp_path, "benchmark=swebench", f"benchmark.path={all_official_rows}", f"agent={agent}",
-                      "levels=[L4,full]", "seeds=[0]", "view.l1_attempts=1", "view.l4_llm_attempts=0")
+                      "levels=[L4,full]", "seeds=[0]", "view.l1_attempts=1", "view.l4_llm_attempts=0",
+                      f"cache_dir={cache}")
         assert done.returncode == 0, done.stderr[-3000:]
         rows = runs(tmp_path, "swebench", agent, "L4_full__s0")
         assert sorted((r["instance_id"], r["level"], r["resolved"], r["outcome"], r["grading_channel"])
