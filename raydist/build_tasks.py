@@ -140,10 +140,10 @@ def statement_model(name: str):
 
 
 def _container(work: Path):
-    from raydist.tasks.measure import docker_runner
+    from raydist.tasks.measure import docker_runner, statuses
 
     run = docker_runner(work)
-    return lambda instance: run(instance, "")
+    return lambda instance: statuses(run, instance, "")
 
 
 def write_summary(out: Path, reports: list[LibraryReport]) -> str:

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from raydist.grading.outcomes import UnknownLogParser, log_parser_for, parse_test_log
+from raydist.grading.rules import UnknownLogParser, log_parser_for, parse_test_log
 from raydist.tasks.records import instance_from_record
 
 DJANGO_LOG = """\

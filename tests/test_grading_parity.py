@@ -25,7 +25,7 @@ def swebench_verdict(instance, log: str, patch: str) -> tuple[dict[str, str], bo
     from swebench.harness.grading import get_eval_report
 
     from raydist.grading.official import test_spec_of
-    from raydist.sandbox.official_build import official_row
+    from raydist.tasks.official_build import official_row
     from raydist.tasks.records import instance_from_record
 
     row = official_row(instance, "unused")

@@ -1,7 +1,8 @@
 """Official SWE-bench rows on images in the official layout: an image built here from a shared
-offline instance (``raydist.sandbox.official_build``), its 5.x row (``image``, ``eval_script``,
+offline instance (``raydist.tasks.official_build``), its 5.x row (``image``, ``eval_script``,
 ``log_parser``, ``eval_type``, no recipe), units on that image graded by swebench's eval script
-and report (``raydist.grading.official``) at L0 and at the L2/L3 views."""
+and report (``raydist.grading.official``) at L0, at the L2/L3 views, and at L4 and ``full``,
+whose rewrites are gated by the same eval script on the same image."""
 
 from __future__ import annotations
 
@@ -22,17 +23,33 @@ pytestmark = [pytest.mark.docker, pytest.mark.shared_data,
               pytest.mark.skipif(not OFFLINE.is_file(), reason=f"{OFFLINE} (shared reference data) is absent")]
 
 
-@pytest.fixture(scope="module")
-def official_rows(tmp_path_factory) -> Path:
-    from raydist.sandbox import connect
-    from raydist.sandbox.official_build import build_official_image
-    from raydist.tasks import load_instances
+CACHE = Path.home() / ".cache" / "raydist"
 
-    [instance] = load_instances(str(OFFLINE), ids=[INSTANCE])
-    cache = Path.home() / ".cache" / "raydist"
-    row = build_official_image(connect(None), instance, cache_dir=cache, namespace=NAMESPACE)
+
+@pytest.fixture(scope="module")
+def official_row_list() -> list[dict]:
+    """The 5.x rows of every shared offline instance, their images built in the official layout."""
+    from raydist.sandbox import connect
+    from raydist.tasks import load_instances
+    from raydist.tasks.official_build import build_official_image
+
+    client = connect(None)
+    return [build_official_image(client, instance, cache_dir=CACHE, namespace=NAMESPACE)
+            for instance in load_instances(str(OFFLINE))]
+
+
+@pytest.fixture(scope="module")
+def official_rows(official_row_list, tmp_path_factory) -> Path:
+    [row] = [r for r in official_row_list if r["instance_id"] == INSTANCE]
     path = tmp_path_factory.mktemp("official") / "rows.jsonl"
     path.write_text(json.dumps(row) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def all_official_rows(official_row_list, tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("official-all") / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in official_row_list))
     return path
 
 
@@ -107,11 +124,69 @@ def test_a_row_whose_image_is_neither_here_nor_pullable_is_an_infrastructure_err
     assert unit["error"].startswith(f"InfrastructureError: instance {INSTANCE!r}: its image {row['image']} is not in")
 
 
+def test_the_l4_gate_refuses_a_rewrite_that_breaks_a_test_through_the_official_channel(official_rows):
+    from raydist.cluster.rewrites import rewrite_gate
+    from raydist.grading import OfficialRunner, runner_for
+    from raydist.sandbox import connect
+    from raydist.sandbox.official import official_repo_dir
+    from raydist.tasks import load_instances
+    from raydist.views import RepoFiles
+    from raydist.views.l4.prepare import GateVerdict
+
+    [instance] = load_instances(str(official_rows))
+    client, image = connect(None), instance.extra["image"]
+    runner = runner_for(client, instance, image, timeout=600)
+    assert isinstance(runner, OfficialRunner)
+    repo = RepoFiles(official_repo_dir(client, image, CACHE))
+    gate = rewrite_gate(runner, instance, repo)
+    path = "src/flask/config.py"
+    text = repo.read(path)
+    broken = text.replace("key = key.lower()\n", "key = key.upper()\n", 1)  # in get_namespace
+    assert broken != text
+    verdict = gate({path: broken})
+    assert verdict.passed is False
+    assert verdict.feedback.splitlines()[:2] == [
+        "These tests passed before the rewrite and fail after it: tests/test_config.py::test_get_namespace",
+        "Test output (official, tail):"]
+    assert gate({path: text}) == GateVerdict(True, "")
+
+
+def test_l4_of_a_row_with_neither_a_recipe_nor_an_eval_script_is_an_input_error_saying_why(official_rows):
+    from dataclasses import replace
+
+    from raydist.cluster.prepare import PrepTask, run_preparation
+    from raydist.outcomes import InputError
+    from raydist.tasks import load_instances
+    from raydist.views import ViewOptions
+
+    [instance] = load_instances(str(official_rows))
+    bare = replace(instance, extra={k: v for k, v in instance.extra.items() if k != "eval_script"})
+    with pytest.raises(InputError, match=r"^L4 of 'pallets__flask-4992' needs a row with an sdist recipe or an "
+                                         r"official SWE-bench 5.x row \(image, eval_script\)") as raised:
+        run_preparation(PrepTask(INSTANCE, 0, "L4"), bare, ViewOptions(l4_llm_attempts=0), cache_dir=str(CACHE),
+                        grading_timeout_s=600)
+    assert raised.value.cause == "l4_needs_recipe"
+
+
 @pytest.mark.ray
-def test_l4_on_an_official_row_is_an_input_error_saying_why(official_rows, tmp_path):
-    done = subprocess.run([sys.executable, "-m", "raydist.launch", f"output_root={tmp_path}", "benchmark=swebench",
-                           f"benchmark.path={official_rows}", "agent=oracle", "levels=[L4]"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 1, done.stderr[-3000:]
-    [unit] = pq.read_table(tmp_path / "swebench" / "oracle" / "gemma3-270m" / "L4__s0" / "runs.parquet").to_pylist()
-    assert (unit["outcome"], unit["error_cause"]) == ("input_error", "l4_needs_recipe")
+@pytest.mark.slow  # two launches of six units on three official images, L4 gated by the eval scripts
+def test_oracle_resolves_every_official_row_and_null_none_at_l4_and_full(all_official_rows, tmp_path):
+    from tests.launches import launch, runs
+
+    ids = sorted(json.loads(line)["instance_id"] for line in all_official_rows.read_text().splitlines())
+    assert len(ids) == 3
+    # A cache of its own: the L4 rewrites are made and gated here, never read from an earlier launch's cache.
+    cache = tmp_path / "cache"
+    for agent, resolved, outcome in (("oracle", True, "resolved"), ("null", False, "unresolved")):
+        done = launch(tmp_path, "benchmark=swebench", f"benchmark.path={all_official_rows}", f"agent={agent}",
+                      "levels=[L4,full]", "seeds=[0]", "view.l1_attempts=1", "view.l4_llm_attempts=0",
+                      f"cache_dir={cache}")
+        assert done.returncode == 0, done.stderr[-3000:]
+        rows = runs(tmp_path, "swebench", agent, "L4_full__s0")
+        assert sorted((r["instance_id"], r["level"], r["resolved"], r["outcome"], r["grading_channel"])
+                      for r in rows) == [(i, level, resolved, outcome, "official") for i in ids
+                                         for level in ("L4", "full")]
+        # L4 rewrote the function around each gold patch, kept by the eval script's gate.
+        assert {(r["instance_id"], tuple(json.loads(r["view_meta"])["l4_files"])) for r in rows} == {
+            ("pallets__flask-4992", ("src/flask/config.py",)), ("pallets__flask-5063", ("src/flask/cli.py",)),
+            ("pydata__xarray-7393", ("xarray/core/indexing.py",))}

@@ -10,8 +10,9 @@ from types import SimpleNamespace
 import pytest
 
 from raydist.cluster.prepare import PrepCache, PrepTask, preparation_tasks, prepared_for, task_key
-from raydist.cluster.rewrites import docker_gate, prepare_rewrites
+from raydist.cluster.rewrites import prepare_rewrites, rewrite_gate
 from raydist.cluster.unit_key import RunUnit
+from raydist.grading import ContainerRunner
 from raydist.sandbox import ensure_instance_image
 from raydist.tasks import load_instances
 from raydist.views import MissingPreparation, Prepared, RepoFiles, ViewOptions, build_view
@@ -118,7 +119,7 @@ def test_rewrite_targets_are_the_functions_around_the_gold_hunks(images):
 def test_gate_passes_a_behaviour_preserving_rewrite_and_names_what_breaks_otherwise(client, images):
     image = images[HUMANIZE.instance_id]
     repo = RepoFiles(image.repo_dir)
-    gate = docker_gate(client, HUMANIZE, image.tag, repo, timeout=300)
+    gate = rewrite_gate(ContainerRunner(client, image.tag, timeout=300), HUMANIZE, repo)
     path = "inflection/__init__.py"
     original = repo.read(path)
 
@@ -141,7 +142,7 @@ def test_gate_passes_a_behaviour_preserving_rewrite_and_names_what_breaks_otherw
 def test_prepare_rewrites_without_llm_gives_a_gated_deterministic_rewrite_per_seed(client, images):
     image = images[HUMANIZE.instance_id]
     repo = RepoFiles(image.repo_dir)
-    gate = docker_gate(client, HUMANIZE, image.tag, repo, timeout=300)
+    gate = rewrite_gate(ContainerRunner(client, image.tag, timeout=300), HUMANIZE, repo)
     opts = ViewOptions(l4_llm_attempts=0)
     records = [prepare_rewrites(HUMANIZE, seed, repo, opts, gate) for seed in (0, 1)]
     path = "inflection/__init__.py"
@@ -160,7 +161,7 @@ def test_a_scripted_llm_rewrite_that_breaks_a_test_gets_the_failure_back_then_fa
     changes behaviour, so the test is about the retry loop and the fallback, not a model."""
     image = images[HUMANIZE.instance_id]
     repo = RepoFiles(image.repo_dir)
-    gate = docker_gate(client, HUMANIZE, image.tag, repo, timeout=300)
+    gate = rewrite_gate(ContainerRunner(client, image.tag, timeout=300), HUMANIZE, repo)
     calls = []
     wrong = ('```python\ndef humanize(word: str) -> str:\n    """{doc}"""\n    return word.upper()\n```')
     import ast

@@ -91,7 +91,8 @@ def test_the_l4_gate_of_a_question_refuses_a_rewrite_that_breaks_a_passing_flask
     import docker
     from omegaconf import OmegaConf
 
-    from raydist.cluster.rewrites import docker_gate, with_passing_tests
+    from raydist.cluster.rewrites import rewrite_gate, with_passing_tests
+    from raydist.grading import ContainerRunner
     from raydist.sandbox import ensure_instance_image
     from raydist.tasks.swe_qa import load_swe_qa
     from raydist.views import RepoFiles
@@ -100,10 +101,10 @@ def test_the_l4_gate_of_a_question_refuses_a_rewrite_that_breaks_a_passing_flask
     [instance] = load_swe_qa(SHARED / "swe_qa", releases, ["flask"])[1:2]
     client = docker.from_env()
     image = ensure_instance_image(client, instance.recipe, cache_dir=Path.home() / ".cache" / "raydist")
-    measured = with_passing_tests(client, instance, image.tag, timeout=600)
+    measured = with_passing_tests(ContainerRunner(client, image.tag, timeout=600), instance)
     assert len(measured.PASS_TO_PASS) > 400 and "tests.test_blueprints::test_templates_list" in measured.PASS_TO_PASS
     repo = RepoFiles(Path(image.repo_dir))
-    gate = docker_gate(client, measured, image.tag, repo, timeout=600)
+    gate = rewrite_gate(ContainerRunner(client, image.tag, timeout=600), measured, repo)
     path = "src/flask/sansio/blueprints.py"
     text = repo.read(path)
     broken = text.replace("        self.name = name\n", '        self.name = name + "_"\n', 1)  # every endpoint renamed

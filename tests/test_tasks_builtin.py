@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from raydist.grading.apply import apply_on_host
+from raydist.sandbox.sources import fetch_sdist, unpack_sdist
 from raydist.tasks import load_instances
-from raydist.tasks.measure import apply_patch, fetch_sdist, unpack_sdist
 
 BUILTIN = load_instances("builtin")
 TEST_CMD_PREFIX = 'python -m pytest -rA -p no:cacheprovider -o addopts="" '
@@ -78,16 +79,16 @@ def test_gold_patch_exactly_reverses_the_injected_defect(instance, sdist_cache, 
     archive = fetch_sdist(instance.recipe.sdist, sdist_cache)
     original = _tree_bytes(unpack_sdist(archive, tmp_path / "original"))
     root = unpack_sdist(archive, tmp_path / "work")
-    apply_patch(root, instance.recipe.injected_patch, "injected_patch")
+    apply_on_host(root, instance.recipe.injected_patch, label="injected_patch")
     assert _tree_bytes(root) != original
-    apply_patch(root, instance.patch, "patch")
+    apply_on_host(root, instance.patch, label="patch")
     assert _tree_bytes(root) == original
 
 
 @pytest.mark.parametrize("instance", BUILTIN, ids=lambda i: i.instance_id)
 def test_test_patch_applies_on_the_defective_base(instance, sdist_cache, tmp_path):
     root = unpack_sdist(fetch_sdist(instance.recipe.sdist, sdist_cache), tmp_path)
-    apply_patch(root, instance.recipe.injected_patch, "injected_patch")
+    apply_on_host(root, instance.recipe.injected_patch, label="injected_patch")
     check = subprocess.run(["git", "apply", "--check", "-"], cwd=root, input=instance.test_patch, text=True,
                            capture_output=True, check=False)
     assert check.returncode == 0, check.stderr
@@ -97,7 +98,7 @@ def test_apply_patch_names_the_patch_that_does_not_apply(tmp_path):
     (tmp_path / "f.py").write_text("x = 1\n")
     bad = "diff --git a/f.py b/f.py\n--- a/f.py\n+++ b/f.py\n@@ -1 +1 @@\n-x = 2\n+x = 3\n"
     with pytest.raises(RuntimeError, match=r"^gold patch does not apply at "):
-        apply_patch(tmp_path, bad, "gold patch")
+        apply_on_host(tmp_path, bad, label="gold patch")
 
 
 

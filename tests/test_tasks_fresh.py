@@ -26,7 +26,6 @@ from raydist.tasks.fresh.releases import (
     parse_spec,
     source_repo,
 )
-from raydist.tasks.fresh.runner import make_diff
 from raydist.tasks.fresh.statement import (
     check_statement,
     copied_share,
@@ -35,6 +34,7 @@ from raydist.tasks.fresh.statement import (
     write_statement,
 )
 from raydist.tasks.fresh.store import append_line, read_lines
+from raydist.views.recover import recover_patch
 
 SOURCE = '''\
 def f(a, b):
@@ -120,16 +120,16 @@ def test_the_bug_diff_and_its_reverse_apply_with_git(tmp_path):
     buggy = apply_mutation(SOURCE, mutation)
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "m.py").write_text(SOURCE)
-    for diff, expected in ((make_diff("pkg/m.py", SOURCE, buggy), buggy),
-                           (make_diff("pkg/m.py", buggy, SOURCE), SOURCE)):
+    for diff, expected in ((recover_patch({"pkg/m.py": SOURCE}, {"pkg/m.py": buggy}), buggy),
+                           (recover_patch({"pkg/m.py": buggy}, {"pkg/m.py": SOURCE}), SOURCE)):
         subprocess.run(["git", "apply", "-"], cwd=tmp_path, input=diff, text=True, check=True)
         assert (tmp_path / "pkg" / "m.py").read_text() == expected
-    assert make_diff("m.py", SOURCE, SOURCE) == ""
+    assert recover_patch({"m.py": SOURCE}, {"m.py": SOURCE}) == ""
 
 
 def test_a_last_line_without_newline_is_marked_as_git_marks_it(tmp_path):
     (tmp_path / "m.py").write_text("x = 1 < 2")
-    diff = make_diff("m.py", "x = 1 < 2", "x = 1 >= 2")
+    diff = recover_patch({"m.py": "x = 1 < 2"}, {"m.py": "x = 1 >= 2"})
     assert "\\ No newline at end of file\n" in diff
     subprocess.run(["git", "apply", "-"], cwd=tmp_path, input=diff, text=True, check=True)
     assert (tmp_path / "m.py").read_text() == "x = 1 >= 2"
@@ -172,8 +172,8 @@ def test_a_second_run_with_other_failures_makes_the_bug_unstable():
 
 
 MUTATION = Mutation("flip_comparison", "lib.py", 2, 2, "    if x < lo:\n", "    if x >= lo:\n")
-PATCH = make_diff("lib.py", "def c(x, lo):\n    if x < lo:\n        return lo\n",
-                  "def c(x, lo):\n    if x >= lo:\n        return lo\n")
+PATCH = recover_patch({"lib.py": "def c(x, lo):\n    if x < lo:\n        return lo\n"},
+                      {"lib.py": "def c(x, lo):\n    if x >= lo:\n        return lo\n"})
 GOOD = "clamp(-1, 0, 5) returns -1 instead of the lower bound 0, so values below the range are not clamped at all."
 
 

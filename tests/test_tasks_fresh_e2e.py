@@ -19,7 +19,7 @@ from raydist.tasks import load_instances
 from raydist.tasks.fresh.build import BuildSettings, StatementModel, build_library
 from raydist.tasks.fresh.mutations import Mutation
 from raydist.tasks.fresh.statement import check_statement, load_template
-from raydist.tasks.measure import docker_runner
+from raydist.tasks.measure import docker_runner, statuses
 
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARIES = ("inflection==0.5.1", "wcwidth==0.2.13", "six==1.17.0")
@@ -43,7 +43,7 @@ def test_fresh_instances_from_three_libraries_are_resolved_by_the_oracle_and_by_
     out = tmp_path / "fresh.jsonl"
     run = docker_runner(tmp_path / "work")
     started = time.monotonic()
-    reports = [build_library(spec, settings, model, out, lambda i: run(i, ""), say=lambda _: None)
+    reports = [build_library(spec, settings, model, out, lambda i: statuses(run, i, ""), say=lambda _: None)
                for spec in LIBRARIES]
     built_s = time.monotonic() - started
 

@@ -14,10 +14,10 @@ from raydist.tasks.fresh.runner import (
     PatchError,
     SourceTree,
     detect_test_cmd,
-    make_diff,
 )
 from raydist.tasks.fresh.statement import failure_excerpt
 from raydist.tasks.schema import DEFAULT_INSTALL
+from raydist.views.recover import recover_patch
 
 LIB = '''\
 LIMIT = 3
@@ -82,7 +82,7 @@ def tree(tmp_path_factory) -> SourceTree:
 def bug(kind: str, before: str, after: str | None = None) -> str:
     (mutation,) = [m for m in enumerate_mutations(LIB, "lib.py")
                    if m.kind == kind and m.before.strip() == before and (after is None or m.after.strip() == after)]
-    return make_diff("lib.py", LIB, apply_mutation(LIB, mutation)), mutation
+    return recover_patch({"lib.py": LIB}, {"lib.py": apply_mutation(LIB, mutation)}), mutation
 
 
 def test_the_release_passes_its_tests_and_the_tree_is_unchanged_after_a_bug(tree):
@@ -95,7 +95,7 @@ def test_the_release_passes_its_tests_and_the_tree_is_unchanged_after_a_bug(tree
 
 def test_a_bug_failing_some_tests_is_kept_with_the_rest_as_pass_to_pass(tree):
     run = tree.run(bug("flip_comparison", "if x > hi:")[0])
-    verdict = judge(tree.run().passing(), run.statuses)
+    verdict = judge(tree.run().passing(), run.tests)
     assert verdict.kept
     assert verdict.fail_to_pass == ("test_lib.py::test_bounds_are_kept", "test_lib.py::test_clamp_high",
                                     "test_lib.py::test_inside")
@@ -106,30 +106,30 @@ def test_a_bug_failing_some_tests_is_kept_with_the_rest_as_pass_to_pass(tree):
 
 def test_a_bug_that_breaks_no_test_is_rejected(tree):
     run = tree.run(bug("off_by_one", "return n + 1", "return n + 2")[0])
-    assert judge(tree.run().passing(), run.statuses).reason == "no_test_fails"
+    assert judge(tree.run().passing(), run.tests).reason == "no_test_fails"
 
 
 def test_a_bug_that_breaks_the_import_is_rejected_not_counted_as_failing_tests(tree):
     run = tree.run(bug("flip_comparison", "if LIMIT < 1:")[0])
     assert "LIMIT must be positive" in run.log
-    assert judge(tree.run().passing(), run.statuses).reason == "breaks_collection"
+    assert judge(tree.run().passing(), run.tests).reason == "breaks_collection"
 
 
 def test_a_bug_that_fails_most_tests_is_rejected(tree):
     run = tree.run(bug("flip_comparison", "if x < lo:")[0])
-    assert judge(tree.run().passing(), run.statuses, max_fail_fraction=0.5).reason == "too_many_fail"
+    assert judge(tree.run().passing(), run.tests, max_fail_fraction=0.5).reason == "too_many_fail"
 
 
 def test_a_patch_that_does_not_apply_is_an_error_and_leaves_the_tree_alone(tree):
     with pytest.raises(PatchError):
-        tree.run(make_diff("lib.py", LIB.replace("LIMIT = 3", "LIMIT = 4"), LIB))
+        tree.run(recover_patch({"lib.py": LIB.replace("LIMIT = 3", "LIMIT = 4")}, {"lib.py": LIB}))
     assert (tree.root / "lib.py").read_text() == LIB
 
 
 def test_the_failure_text_shows_the_tests_and_errors_but_not_the_mutated_code(tree):
     diff, mutation = bug("flip_comparison", "if x > hi:")
     run = tree.run(diff)
-    failing = judge(tree.run().passing(), run.statuses).fail_to_pass
+    failing = judge(tree.run().passing(), run.tests).fail_to_pass
     excerpt = failure_excerpt(run.log, failing, mutation)
     assert "if x <= hi:" not in excerpt and "if x > hi:" not in excerpt
     assert not [line for line in excerpt.splitlines() if line.startswith("lib.py")]

@@ -16,8 +16,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from raydist.grading.apply import apply_on_host
+from raydist.sandbox.sources import fetch_sdist, unpack_sdist
 from raydist.tasks import load_instances
-from raydist.tasks.measure import apply_patch, fetch_sdist, unpack_sdist
 from raydist.views import RepoFiles, build_view
 from raydist.views.audit import ExposureLog, IdentitySet, find_exposures, hidden_names, identity_tokens, view_manifest
 from raydist.views.l2.mapping import NameMapping
@@ -52,7 +53,7 @@ def trees(tmp_path_factory) -> dict[str, Path]:
     try:
         for instance in BUILTIN.values():
             root = unpack_sdist(fetch_sdist(instance.recipe.sdist, cache), tmp_path_factory.mktemp("tree"))
-            apply_patch(root, instance.recipe.injected_patch, instance.instance_id)
+            apply_on_host(root, instance.recipe.injected_patch, label=instance.instance_id)
             out[instance.instance_id] = root
     except RuntimeError as error:
         pytest.skip(f"PyPI unreachable, cannot fetch the built-in sdists: {error}")

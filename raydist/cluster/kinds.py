@@ -36,7 +36,7 @@ from raydist.tasks.swe_qa import QA_TASK
 from raydist.views import View, levels_needing
 
 if TYPE_CHECKING:  # a unit's settings live with execute_unit, which looks kinds up here
-    from raydist.cluster.unit import InstanceImage, UnitSettings
+    from raydist.cluster.unit_image import UnitImage, UnitSettings
     from raydist.models import ModelEndpoint
     from raydist.sandbox import Sandbox
     from raydist.tasks import Instance
@@ -99,7 +99,7 @@ class TaskKind(Protocol):
         """Run the unit's agent (``settings.agent_kind``) in ``box``, the view installed
         (``initial``: its tree entries); read what the kind scores before the sandbox closes."""
 
-    def score(self, unit: RunUnit, instance: Instance, settings: UnitSettings, image: InstanceImage, view: View,
+    def score(self, unit: RunUnit, instance: Instance, settings: UnitSettings, image: UnitImage, view: View,
               run: AgentRun) -> Score:
         """Score ``run`` of ``unit``."""
 
@@ -146,13 +146,12 @@ class PatchKind:
                                 trajectory_path=traj_path)
         return AgentRun(outcome, read_changes(box, initial, repo))
 
-    def score(self, unit: RunUnit, instance: Instance, settings: UnitSettings, image: InstanceImage, view: View,
+    def score(self, unit: RunUnit, instance: Instance, settings: UnitSettings, image: UnitImage, view: View,
               run: AgentRun) -> Score:
         """The changes as a patch in original coordinates (§III-G), graded (``grade_patch``);
         an agent's empty patch is not graded (``not_graded``). Changes a text patch cannot carry
         (binary files, symlinks) are named in ``view_meta``'s ``recovery_dropped``."""
         from raydist.grading.apply import is_empty_patch
-        from raydist.sandbox import Limits
         from raydist.views import recover_patch
 
         final = run.changes.final
@@ -165,20 +164,20 @@ class PatchKind:
         if is_empty_patch(patch) and settings.agent_kind not in GRADED_EMPTY:
             score = not_graded(unit, instance, patch)
         else:
-            score = grade_patch(unit, instance, image, patch, settings.grading_timeout_s, settings.limits or Limits())
+            score = grade_patch(unit, instance, image, patch)
         return Score(score.outcome, score.resolved, {**dropped, **score.columns}, score.files, score.error,
                      score.error_cause)
 
 
-def grade_patch(unit: RunUnit, instance, image: InstanceImage, patch: str, timeout: float, limits) -> Score:
-    """``patch`` graded in a fresh container of ``image`` (``image.grade``: raydist's grader or
+def grade_patch(unit: RunUnit, instance: Instance, image: UnitImage, patch: str) -> Score:
+    """``patch`` graded in a fresh container of ``image`` (``image.tests``: pytest + junit, or
     the official eval script) and its result as row columns: per-test counts of FAIL_TO_PASS
     and PASS_TO_PASS, how the patch applied, the channel, the grading log. A test patch that
     does not apply is the instance's problem (``input_error``, never retried); a model patch
     that does not apply, tests that time out and a junit report that fails its checks are the
     agent's (``unresolved``, with the reason in ``error``)."""
     t1 = time.time()
-    result = image.grade(image.client, instance, image.tag, patch, timeout=timeout, limits=limits)
+    result = image.tests.run(instance, patch)
     columns = dict(
         # An empty submission has nothing to apply: null, not a misleading True.
         model_patch=patch, patch_applied=result.applied if patch else None,
@@ -269,7 +268,7 @@ class QuestionKind:
         return AgentRun(run_agent(view=view, sandbox=box, endpoint=endpoint, settings=agent,
                                   trajectory_path=traj_path, task="qa"))
 
-    def score(self, unit: RunUnit, instance: Instance, settings: UnitSettings, image: InstanceImage, view: View,
+    def score(self, unit: RunUnit, instance: Instance, settings: UnitSettings, image: UnitImage, view: View,
               run: AgentRun) -> Score:
         """The answer as the original repository names things (a view name in it would be an
         unknown word to the judge and the reference), judged against the reference answer:

@@ -21,19 +21,20 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from raydist._util.hashing import named_files_digest, stable_hash
 from raydist._util.protocols import Complete
 from raydist._util.storage import JsonCache, Storage
 from raydist.cluster.errors import PreparationError
+from raydist.cluster.rewrites import prepare_rewrites, rewrite_gate, with_passing_tests
+from raydist.grading.official import has_eval_script, runner_for
+from raydist.outcomes import InputError
 from raydist.prompts import resolve_prompts_dir
 from raydist.results.sink import Failure
+from raydist.sandbox import Limits, connect, ensure_instance_image
+from raydist.sandbox.official import DEFAULT_NAMESPACE, ensure_official_image, official_repo_dir
+from raydist.tasks.swe_qa import cited_functions, is_qa
 from raydist.views import Prepared, RepoFiles, ViewOptions, levels_needing
-
-if TYPE_CHECKING:  # imported where used: it loads Docker
-    from raydist.sandbox import Limits
-
 
 #: Part of every cache key, per kind: raise one when a change makes that kind's records wrong.
 PREPARATION_VERSION = {"L1": 5, "L4": 4}
@@ -147,41 +148,53 @@ def view_model_complete(endpoint, options: ViewOptions) -> Complete:
 
 
 def run_preparation(task: PrepTask, instance, options: ViewOptions, *, cache_dir: str, grading_timeout_s: float,
-                    endpoint=None, docker_host=None, base_image=None, limits: Limits | None = None) -> dict:
+                    endpoint=None, docker_host=None, base_image=None, limits: Limits | None = None,
+                    image_namespace: str = DEFAULT_NAMESPACE) -> dict:
     """Compute one preparation record (plain Python; the Ray task in ``scheduler`` calls it).
 
     ``endpoint`` is the view model's ``ModelEndpoint`` (None: L4 uses only the deterministic
-    rewriter; L1 cannot run); ``grading_timeout_s`` bounds each L4 test-gate run. Raises
-    ``PreparationError`` for infrastructure failures and ``ValueError`` when L1 has no model.
+    rewriter; L1 cannot run); ``grading_timeout_s`` bounds each L4 test-gate run, in seconds.
+    L4's gate runs the instance's tests through the test-execution service
+    (``raydist.grading.runner_for``): pytest + junit on raydist's image of a recipe row, swebench's
+    eval script on an official 5.x row's own image (the row's ``image``, else its name under
+    ``image_namespace``). Raises ``PreparationError`` for infrastructure failures (an image that
+    cannot be had included), ``InputError`` (cause ``l4_needs_recipe``) for a row with neither a
+    recipe nor an eval script, and ``ValueError`` when L1 has no model.
     """
     complete = None if endpoint is None else view_model_complete(endpoint, options)
     if task.kind == "L1":
         if complete is None:
             raise ValueError(f"L1 of {task.instance_id!r} needs a view model (view.model) and none is served")
         return prepare_statement(instance, task.seed, complete, options)
-    from raydist.cluster.rewrites import docker_gate, prepare_rewrites, with_passing_tests
-    from raydist.sandbox import Limits, connect, ensure_instance_image
-    from raydist.tasks.swe_qa import cited_functions, is_qa
+    client, tag, repo = _l4_image(task, instance, cache_dir=cache_dir, docker_host=docker_host, base_image=base_image,
+                                  namespace=image_namespace)
+    runner = runner_for(client, instance, tag, timeout=grading_timeout_s, limits=limits or Limits())
+    targets = None
+    if is_qa(instance):  # no gold patch and no PASS_TO_PASS: the cited functions, gated by the passing tests
+        instance = with_passing_tests(runner, instance)
+        targets = cited_functions(instance, repo)
+    return prepare_rewrites(instance, task.seed, repo, options, rewrite_gate(runner, instance, repo), complete,
+                            targets=targets)
 
-    if instance.recipe is None:
-        from raydist.outcomes import InputError
 
-        raise InputError(f"L4 of {task.instance_id!r} needs a row with an sdist recipe: its rewrites are kept only "
-                         "when the instance's test command passes on raydist's own image; an official SWE-bench row "
-                         "runs at L0-L3 and their compositions", cause="l4_needs_recipe")
+def _l4_image(task: PrepTask, instance, *, cache_dir: str, docker_host, base_image, namespace: str) -> tuple:
+    """``(client, image tag, RepoFiles of its /testbed)`` L4 rewrites and gates on: raydist's
+    image of the row's sdist recipe, or an official 5.x row's own image (``raydist.sandbox.official``)
+    with its /testbed exported to the host. Raises ``InputError`` (cause ``l4_needs_recipe``) for a
+    row with neither, ``PreparationError`` when the image cannot be had."""
+    if instance.recipe is None and not has_eval_script(instance):
+        raise InputError(f"L4 of {task.instance_id!r} needs a row with an sdist recipe or an official SWE-bench 5.x "
+                         "row (image, eval_script): its rewrites are kept only when the instance's tests pass on "
+                         "its image", cause="l4_needs_recipe")
     try:
         client = connect(docker_host)
+        if instance.recipe is None:
+            tag = ensure_official_image(client, instance, namespace)
+            return client, tag, RepoFiles(official_repo_dir(client, tag, Path(cache_dir)))
         image = ensure_instance_image(client, instance.recipe, base_tag=base_image, cache_dir=Path(cache_dir))
     except Exception as exc:  # noqa: BLE001
         raise PreparationError(f"L4 of {task.instance_id!r}: instance image: {type(exc).__name__}: {exc}") from exc
-    repo = RepoFiles(Path(image.repo_dir))
-    targets = None
-    if is_qa(instance):  # no gold patch and no PASS_TO_PASS: the cited functions, gated by the passing tests
-        instance = with_passing_tests(client, instance, image.tag, limits=limits or Limits(), timeout=grading_timeout_s)
-        targets = cited_functions(instance, repo)
-    gate = docker_gate(client, instance, image.tag, repo, limits=limits or Limits(),
-                       timeout=grading_timeout_s)
-    return prepare_rewrites(instance, task.seed, repo, options, gate, complete, targets=targets)
+    return client, image.tag, RepoFiles(Path(image.repo_dir))
 
 
 def describe_record(kind: str, record: dict) -> str:

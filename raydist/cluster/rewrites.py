@@ -1,18 +1,21 @@
-"""L4's test gate in the instance container (SchrodingerRepo §III-E), and the preparation
-of L4's rewrites with it.
+"""L4's test gate (SchrodingerRepo §III-E), and the preparation of L4's rewrites with it.
 
-The rewrite loop itself is pure (``raydist.views.l4.prepare``); here it meets Docker (the
-gate grades in the instance's container) and the preparation's error (``PreparationError``).
+The rewrite loop itself is pure (``raydist.views.l4.prepare``); here it meets the
+test-execution service (the gate runs the instance's tests through a ``raydist.grading``
+``TestRunner``: raydist's image, or an official row's image and eval script) and the
+preparation's error (``PreparationError``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from raydist._util.protocols import Complete
 from raydist.cluster.errors import PreparationError
-from raydist.grading import grade
+from raydist.grading import TestRunner, gate_changes, measure_lists
 from raydist.models.retry import ModelUnreachable
+from raydist.outcomes import InputError
 from raydist.views.base import RepoFiles, ViewOptions
 from raydist.views.l4.prepare import Gate, GateVerdict, rewrite_loop
 from raydist.views.recover import recover_patch
@@ -32,16 +35,12 @@ def prepare_rewrites(instance, seed: int, repo: RepoFiles, options: ViewOptions,
         raise PreparationError(f"L4 of {instance.instance_id!r}: {exc}") from exc
 
 
-def with_passing_tests(client, instance, image_tag: str, *, timeout: float, limits=None):
-    """``instance`` with ``PASS_TO_PASS`` the tests its ``test_cmd`` passes on the unchanged
-    repository, measured twice in its container (a test counts only when both runs pass it):
-    the L4 gate of an instance that ships no test lists (a repository question). Raises
-    ``PreparationError`` when a run fails to happen, ``InputError`` naming the instance when it
-    has no test command or no test passes."""
-    from dataclasses import replace
-
-    from raydist.outcomes import InputError
-
+def with_passing_tests(runner: TestRunner, instance):
+    """``instance`` with ``PASS_TO_PASS`` the tests its tests pass on the unchanged repository,
+    measured twice with ``runner`` (``raydist.grading.TestRunner``; a test counts only when both
+    runs pass it, ``raydist.grading.rules.measure_lists``): the L4 gate of an instance that ships
+    no test lists (a repository question). Raises ``PreparationError`` when a run fails to
+    happen, ``InputError`` naming the instance when it has no test command or no test passes."""
     if not instance.test_cmd:
         raise InputError(f"L4 of {instance.instance_id!r} needs the repository's tests to gate its rewrites "
                          "(§III-E), and it has no test_cmd; give its release a test_cmd (benchmark.releases)",
@@ -49,13 +48,13 @@ def with_passing_tests(client, instance, image_tag: str, *, timeout: float, limi
     runs = []
     for _ in range(2):
         try:
-            result = grade(client, instance, image_tag, "", timeout=timeout, limits=limits)
+            result = runner.run(instance, "")
         except Exception as exc:  # noqa: BLE001 - Docker failures are infrastructure
             raise PreparationError(f"L4 tests of {instance.instance_id!r}: {type(exc).__name__}: {exc}") from exc
         if result.error:
             raise PreparationError(f"L4 tests of {instance.instance_id!r}: {result.error}")
-        runs.append({t for t, status in result.tests.items() if status == "PASSED"})
-    passing = tuple(sorted(runs[0] & runs[1]))
+        runs.append(result.tests)
+    passing = measure_lists(runs, runs)[1]
     if not passing:
         raise InputError(f"L4 of {instance.instance_id!r}: no test of its test_cmd passes on the unchanged "
                          "repository, so no rewrite can be checked; fix test_cmd or its install pins",
@@ -63,24 +62,27 @@ def with_passing_tests(client, instance, image_tag: str, *, timeout: float, limi
     return replace(instance, PASS_TO_PASS=passing)
 
 
-def docker_gate(client, instance, image_tag: str, repo: RepoFiles, *, timeout: float, limits=None) -> Gate:
-    """The L4 test gate in ``instance``'s container (§III-E): the rewritten files are applied
-    as a patch, the test patch is applied and ``test_cmd`` runs; it passes when every
-    PASS_TO_PASS test passes and every FAIL_TO_PASS test still fails (the rewrite must
-    neither break behaviour nor fix the bug). Raises ``PreparationError`` when the test run
-    itself cannot happen (Docker, a patch that does not apply, a test timeout)."""
+def rewrite_gate(runner: TestRunner, instance, repo: RepoFiles) -> Gate:
+    """The L4 test gate of ``instance`` (SchrodingerRepo §III-E): the rewritten files
+    (``{path: text}``) are turned into a patch against ``repo`` (``recover_patch``) and run by
+    ``runner`` (``raydist.grading.TestRunner``: raydist's image with pytest + junit, or an
+    official row's image with swebench's eval script); the rewrite passes when no PASS_TO_PASS
+    test stops passing and no FAIL_TO_PASS test starts passing (``raydist.grading.rules.
+    gate_changes``: it must neither break behaviour nor fix the bug). A refusal's feedback
+    names the broken / fixed tests, the run's channel and the log's tail. Raises
+    ``PreparationError`` when the test run itself cannot happen (Docker, a test timeout, a
+    log without results)."""
     def run(files: Mapping[str, str]) -> GateVerdict:
         patch = recover_patch({p: repo.read(p) for p in files}, dict(files))
         try:
-            result = grade(client, instance, image_tag, patch, timeout=timeout, limits=limits)
+            result = runner.run(instance, patch)
         except Exception as exc:  # noqa: BLE001 - Docker failures are infrastructure
             raise PreparationError(f"L4 test gate of {instance.instance_id!r}: {type(exc).__name__}: {exc}") from exc
         if result.error and not result.applied:
             return GateVerdict(False, f"the rewrite does not apply: {result.error}")
         if result.error:
             raise PreparationError(f"L4 test gate of {instance.instance_id!r}: {result.error}")
-        broken = sorted(t for t, s in result.pass_to_pass.items() if s != "PASSED")
-        fixed = sorted(t for t, s in result.fail_to_pass.items() if s == "PASSED")
+        broken, fixed = gate_changes(result.fail_to_pass, result.pass_to_pass)
         if not broken and not fixed:
             return GateVerdict(True, "")
         lines = []
@@ -88,7 +90,7 @@ def docker_gate(client, instance, image_tag: str, repo: RepoFiles, *, timeout: f
             lines.append("These tests passed before the rewrite and fail after it: " + ", ".join(broken[:10]))
         if fixed:
             lines.append("The rewrite changed behaviour (these tests changed outcome): " + ", ".join(fixed[:10]))
-        lines.append("Test output (tail):\n" + result.log[-1500:])
+        lines.append(f"Test output ({result.channel}, tail):\n" + result.log[-1500:])
         return GateVerdict(False, "\n".join(lines))
 
     return run

@@ -193,7 +193,8 @@ def _remote_prepare():
         try:
             return run_preparation(task, instance, options, endpoint=endpoint, docker_host=settings.docker_host,
                                    base_image=settings.base_image, cache_dir=settings.cache_dir,
-                                   limits=settings.limits, grading_timeout_s=settings.grading_timeout_s)
+                                   limits=settings.limits, grading_timeout_s=settings.grading_timeout_s,
+                                   image_namespace=settings.image_namespace)
         except Exception as exc:  # noqa: BLE001 - classified here, where the exception still exists
             return {FAILURE: error_fields(exc)}
 

@@ -21,51 +21,16 @@ from typing import TYPE_CHECKING, Any
 from raydist.cluster.errors import UnitInputError
 from raydist.cluster.kinds import Score, TaskKind, kind_of
 from raydist.cluster.outputs import read_trajectory, scratch_trajectory
+from raydist.cluster.unit_image import UnitImage, UnitSettings, unit_image
 from raydist.cluster.unit_key import RunUnit
 from raydist.cluster.workspace import install_view
 from raydist.outcomes import BUG, InfrastructureError, agent_exit_of, classify_exception
 
 if TYPE_CHECKING:  # imported where used: the sandbox's Limits loads Docker
-    from raydist.agents.settings import AgentSettings
-    from raydist.qa.judge import JudgeSettings
-    from raydist.sandbox import Limits
-    from raydist.views import ViewOptions
+    pass
 
-__all__ = ["InstanceImage", "UnitInputError", "UnitResult", "UnitSettings", "error_fields", "execute_unit",
+__all__ = ["UnitImage", "UnitInputError", "UnitResult", "UnitSettings", "error_fields", "execute_unit",
            "result_fields", "run_unit"]
-
-
-@dataclass(frozen=True)
-class UnitSettings:
-    """Everything a unit needs besides the unit, the instance and the model endpoint. The
-    sandbox fields are the launch's ``sandbox`` settings (``raydist.driver.config.SandboxConfig``
-    holds their defaults); ``limits`` None means ``raydist.sandbox.Limits``' defaults. None of it
-    is hashed here: the unit key hashes the composed config (``raydist.driver.plan``)."""
-
-    agent_kind: str  # "llm" | "oracle" | "null"
-    agent_settings: AgentSettings
-    view_options: ViewOptions
-    cache_dir: str
-    run_dir: str
-    network: str
-    grading_timeout_s: float
-    docker_host: str | None = None
-    base_image: str | None = None
-    limits: Limits | None = None
-    image_namespace: str = "swebench"
-    judge: JudgeSettings | None = None  # repository questions: who scores the answers (raydist.qa.judge)
-
-
-@dataclass(frozen=True)
-class InstanceImage:
-    """The image a unit runs in: the Docker ``client``, the image ``tag``, the ``repo``
-    (``raydist.views.RepoFiles`` of its /testbed) and ``grade``, the grader of a patch on it
-    (``raydist.grading.grade`` or ``raydist.grading.official.grade_official``)."""
-
-    client: Any
-    tag: str
-    repo: Any
-    grade: Any
 
 
 @dataclass(frozen=True)
@@ -171,7 +136,7 @@ def run_unit(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared
     from raydist.views import build_view
 
     kind = kind or kind_of(instance)
-    image = _instance_image(instance, settings, tested=kind.needs_tests)
+    image = unit_image(instance, settings, tested=kind.needs_tests)
     view = build_view(instance, image.repo, unit.level, unit.seed, settings.view_options, prepared)
     kind.check_unit(instance, settings)
     t0 = time.time()
@@ -216,47 +181,3 @@ def agent_exit_or_raise(outcome, settings: UnitSettings) -> str:
         cause = "model_unreachable" if outcome.exit_status == "ModelUnreachable" else "agent_exit"
         raise InfrastructureError(outcome.error or f"the agent ended with {outcome.exit_status!r}", cause=cause)
     return agent_exit
-
-
-def _instance_image(instance, settings: UnitSettings, tested: bool = True) -> InstanceImage:
-    """The ``InstanceImage`` of ``instance``: raydist's own image of its sdist recipe, graded by
-    ``raydist.grading.grade``; or, for an official SWE-bench 5.x row (no recipe, an
-    ``eval_script``), its official image (``raydist.sandbox.official``), graded by swebench's eval
-    script and report (``raydist.grading.official``). Raises ``UnitInputError`` for a row with
-    neither, or without a test command when ``tested`` (its task kind runs tests), and
-    ``InfrastructureError`` (cause ``official_image``) when the official image is neither here nor
-    pullable."""
-    from raydist.grading import grade
-    from raydist.grading.official import grade_official, has_eval_script
-    from raydist.sandbox import connect, ensure_instance_image
-    from raydist.sandbox.official import (
-        OfficialImageMissing,
-        ensure_official_image,
-        official_image_name,
-        official_repo_dir,
-    )
-    from raydist.views import RepoFiles
-
-    if instance.recipe is None and has_eval_script(instance):
-        client = connect(settings.docker_host)
-        try:
-            tag = ensure_official_image(client, instance, settings.image_namespace)
-        except OfficialImageMissing as exc:
-            raise InfrastructureError(str(exc), cause="official_image") from None
-        return InstanceImage(client, tag, RepoFiles(official_repo_dir(client, tag, Path(settings.cache_dir))),
-                             grade_official)
-    if instance.recipe is None:
-        raise UnitInputError(
-            f"instance {instance.instance_id!r} has no build recipe (sdist) and no eval_script: raydist builds an "
-            "instance's image offline from a PyPI sdist and exact pins, or runs an official SWE-bench 5.x row "
-            f"(image, eval_script, log_parser, eval_type) on its image (this row's is "
-            f"{official_image_name(instance, settings.image_namespace)}); "
-            "give the row `sdist` and `install` fields as the rows of ../shared/data/swebench/offline.jsonl have, or "
-            "use the dataset's 5.x rows", cause="no_recipe")
-    if not instance.test_cmd and tested:  # a question is judged, not tested
-        raise UnitInputError(f"instance {instance.instance_id!r} has no test_cmd; add one to the instance",
-                             cause="no_test_cmd")
-    client = connect(settings.docker_host)
-    image = ensure_instance_image(client, instance.recipe, base_tag=settings.base_image,
-                                  cache_dir=Path(settings.cache_dir))
-    return InstanceImage(client, image.tag, RepoFiles(Path(image.repo_dir)), grade)

@@ -6,12 +6,17 @@ SWE-bench tries each of ``swebench.harness.run_evaluation.GIT_APPLY_CMDS`` in or
 -fd``), because a failed ``--reject`` leaves half the hunks behind. raydist runs that very
 list, for gold and agent patches alike, so a patch is judged applicable exactly when the
 official harness would apply it, and the method that worked is recorded.
+
+On the host (a scratch tree of an sdist, ``raydist.grading.host``; fresh tasks' release tree),
+``apply_on_host`` runs plain ``git apply``, the command the instance image's build uses.
 """
 from __future__ import annotations
 
 import re
 import secrets
+import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 from swebench.harness.run_evaluation import GIT_APPLY_CMDS
 
@@ -79,3 +84,20 @@ def apply_patch(sandbox, patch: str, *, label: str, cwd: str = "/testbed", fallb
     if fallbacks:
         sandbox.exec(RESET_COMMAND, timeout=APPLY_TIMEOUT, cwd=cwd)
     return ApplyResult(False, "none", "\n".join(outputs))
+
+
+class PatchError(RuntimeError):
+    """A patch does not apply (or revert) on the host with ``git apply``."""
+
+
+def apply_on_host(root: Path, diff: str, *, label: str = "the patch", reverse: bool = False) -> None:
+    """``git apply`` (``-R`` with ``reverse``) the git-style ``diff`` at the host directory
+    ``root`` (a git work tree or not); nothing for an empty ``diff``. Raises
+    :class:`PatchError` (a ``RuntimeError``) ``"<label> does not apply at <root>: <git's
+    message>"`` (``revert`` with ``reverse``) when git refuses it."""
+    if not diff:
+        return
+    argv = ["git", "apply", "--whitespace=nowarn", *(["-R"] if reverse else []), "-"]
+    done = subprocess.run(argv, cwd=root, input=diff, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise PatchError(f"{label} does not {'revert' if reverse else 'apply'} at {root}: {done.stderr.strip()}")

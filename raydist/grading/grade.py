@@ -5,12 +5,12 @@ patch (``GIT_APPLY_CMDS``, :mod:`raydist.grading.apply`); put back the test infr
 changed (:mod:`raydist.grading.infra`); restore the files the test patch touches to the base
 commit; apply the test patch; run the instance's test command. Per-test outcomes come from
 pytest's junit XML through a channel the tests cannot forge by printing
-(:mod:`raydist.grading.junit`, ``grading_channel="junit"``), cross-checked with the record of
+(:mod:`raydist.grading.junit`, ``channel="junit"``), cross-checked with the record of
 a guard plugin that catches in-process rewriting of pytest's reporting
 (:mod:`raydist.grading.guard`); a test command that is not one
 plain pytest call is graded from its log with the log parser swebench uses for the
-instance's repository (``raydist.grading.outcomes.log_parser_for``;
-``grading_channel="log"``). The instance is resolved iff every FAIL_TO_PASS and every
+instance's repository (``raydist.grading.rules.log_parser_for``;
+``channel="log"``). The instance is resolved iff every FAIL_TO_PASS and every
 PASS_TO_PASS test passes (swebench.harness.grading: ``get_eval_tests_report`` /
 ``get_resolution_status``); an id the run did not report is ``MISSING`` and never passes.
 """
@@ -21,7 +21,6 @@ import io
 import secrets
 import shlex
 import tarfile
-from dataclasses import dataclass
 
 import docker
 
@@ -38,8 +37,9 @@ from raydist.grading.junit import (
     run_script,
     setup_script,
 )
-from raydist.grading.outcomes import MISSING, is_resolved, parse_test_log, statuses_of
+from raydist.grading.rules import MISSING, is_resolved, parse_test_log, statuses_of
 from raydist.grading.test_files import restore_command, touched_files
+from raydist.grading.testrun import TestRun
 from raydist.outcomes import InfrastructureError
 from raydist.sandbox import Limits, Sandbox
 
@@ -49,40 +49,22 @@ _FIND_PACKAGING = ("find . -path ./.git -prune -o \\( -name '*.dist-info' -o -na
                    "-o -name '*.pth' -o -name entry_points.txt \\) -print0 -prune")
 
 
-@dataclass(frozen=True)
-class GradeResult:
-    """Outcome of grading one patch.
+class ContainerRunner:
+    """The ``TestRunner`` of raydist's own instance images (``raydist.grading.testrun``): each
+    ``run(instance, patch)`` is ``grade(client, instance, image_tag, patch, timeout=..., limits=...)``
+    in a fresh container of ``image_tag``; ``timeout`` in seconds bounds each test run."""
 
-    ``tests``: every parsed test id -> ``PASSED``/``FAILED``/``ERROR``/``SKIPPED``/``XFAIL``;
-    ``fail_to_pass`` / ``pass_to_pass``: each of the instance's ids -> its status, or
-    ``MISSING`` when the run does not report it (never a pass); ``missing``: how many of the
-    instance's ids are ``MISSING``; ``log``: apply and test output; ``error``: why grading
-    stopped short (patch not applying, timeout, a junit report that fails its checks,
-    tampered reporting), else ``None``; ``grading_channel``: ``junit`` or ``log`` (where
-    ``tests`` came from); ``test_infra_changed``: test-infrastructure paths the model patch
-    changed, which were put back before the run; ``error_cause``: a short token for
-    ``error``: ``patch_does_not_apply`` and ``test_patch_does_not_apply`` (before the
-    tests), or ``tests_timed_out``, ``junit_rejected`` and ``reporting_tampered`` (the
-    patch's code rewrote pytest's reporting in process) (the run cannot grade the patch:
-    not resolved).
-    """
+    def __init__(self, client: docker.DockerClient, image_tag: str, *, timeout: float, limits: Limits | None = None):
+        self.client, self.image_tag, self.timeout, self.limits = client, image_tag, timeout, limits
 
-    resolved: bool
-    applied: bool
-    apply_method: str
-    tests: dict[str, str]
-    fail_to_pass: dict[str, str]
-    pass_to_pass: dict[str, str]
-    log: str
-    error: str | None
-    grading_channel: str = "log"
-    test_infra_changed: tuple[str, ...] = ()
-    error_cause: str | None = None
-    missing: int = 0
+    def run(self, instance, patch: str) -> TestRun:
+        """``grade`` of ``patch`` for ``instance`` (channel ``junit``, or ``log`` for a test command
+        that is not one plain pytest call)."""
+        return grade(self.client, instance, self.image_tag, patch, timeout=self.timeout, limits=self.limits)
 
 
 def grade(client: docker.DockerClient, instance, image_tag: str, model_patch: str, *,
-          timeout: float, limits: Limits | None = None) -> GradeResult:
+          timeout: float, limits: Limits | None = None) -> TestRun:
     """Grade ``model_patch`` (a unified diff in original coordinates) for ``instance`` in a
     fresh container from ``image_tag``; ``timeout`` bounds the test run, in seconds.
 
@@ -207,7 +189,7 @@ def _prepare_tests(box: Sandbox, instance) -> None | str:
 
 
 def _graded(instance, model: ApplyResult, run, documents: tuple[bytes | None, bytes | None], log: str,
-            timeout: float, infra: tuple[str, ...]) -> GradeResult:
+            timeout: float, infra: tuple[str, ...]) -> TestRun:
     f2p, p2p = tuple(instance.FAIL_TO_PASS), tuple(instance.PASS_TO_PASS)
     error = f"{instance.instance_id}: tests timed out after {timeout:g}s" if run.timed_out else None
     cause = "tests_timed_out" if error else None
@@ -236,10 +218,11 @@ def _graded(instance, model: ApplyResult, run, documents: tuple[bytes | None, by
     p2p_status = {t: statuses_of([lookup[t]], keyed)[lookup[t]] for t in p2p}
     missing = sum(s == MISSING for s in (*f2p_status.values(), *p2p_status.values()))
     resolved = error is None and missing == 0 and is_resolved(keyed, [lookup[t] for t in f2p], [lookup[t] for t in p2p])
-    return GradeResult(
+    return TestRun(
         resolved=resolved, applied=True, apply_method=model.method, tests=tests,
         fail_to_pass=f2p_status, pass_to_pass=p2p_status, log=log, error=error,
-        grading_channel=channel, test_infra_changed=infra, error_cause=cause, missing=missing,
+        channel=channel, test_infra_changed=infra, error_cause=cause, missing=missing,
+        timed_out=bool(run.timed_out),
     )
 
 
@@ -262,13 +245,13 @@ def _node_ids(statuses: dict[str, str], instance) -> dict[str, str]:
 
 
 def _stopped(instance, model: ApplyResult, log: str, error: str, channel: str,
-             infra: tuple[str, ...] = (), *, cause: str) -> GradeResult:
+             infra: tuple[str, ...] = (), *, cause: str) -> TestRun:
     missing = MISSING
-    return GradeResult(
+    return TestRun(
         resolved=False, applied=model.applied, apply_method=model.method, tests={},
         fail_to_pass={t: missing for t in instance.FAIL_TO_PASS},
         pass_to_pass={t: missing for t in instance.PASS_TO_PASS},
-        log=log, error=error, grading_channel=channel, test_infra_changed=infra, error_cause=cause,
+        log=log, error=error, channel=channel, test_infra_changed=infra, error_cause=cause,
         missing=len(instance.FAIL_TO_PASS) + len(instance.PASS_TO_PASS),
     )
 

@@ -196,7 +196,7 @@ def check_report(report: JunitReport, returncode: int, wanted: Iterable[str]) ->
     internal error, usage error, no tests) or a status that disagrees with the report, or a
     wanted id reported twice make the run ungradable (not resolved). A wanted id reported not
     at all is no reason to reject the run: it is ``MISSING`` and, as in SWE-bench, not passed
-    (``raydist.grading.outcomes.statuses_of``)."""
+    (``raydist.grading.rules.statuses_of``)."""
     if report.problem:
         return report.problem
     if returncode not in (0, 1) or (returncode == 0) != (report.failed == 0):

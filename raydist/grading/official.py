@@ -18,8 +18,9 @@ from pathlib import Path
 import docker
 
 from raydist.grading.apply import apply_patch
-from raydist.grading.grade import GradeResult, _section, _stopped, _tail
-from raydist.grading.outcomes import MISSING, statuses_of
+from raydist.grading.grade import ContainerRunner, _section, _stopped, _tail
+from raydist.grading.rules import MISSING, statuses_of
+from raydist.grading.testrun import TestRun
 from raydist.sandbox import Limits, Sandbox
 
 OFFICIAL_FIELDS = ("instance_id", "image", "repo", "version", "FAIL_TO_PASS", "PASS_TO_PASS", "log_parser",
@@ -46,10 +47,10 @@ def test_spec_of(instance):
 
 
 def grade_official(client: docker.DockerClient, instance, image_tag: str, model_patch: str, *,
-                   timeout: float, limits: Limits | None = None) -> GradeResult:
+                   timeout: float, limits: Limits | None = None) -> TestRun:
     """Grade ``model_patch`` (a unified diff in original coordinates) for the official row
     ``instance`` in a fresh container of ``image_tag``; ``timeout`` bounds the eval script, in
-    seconds. Returns a ``GradeResult`` with ``grading_channel="official"``: ``tests`` is the
+    seconds. Returns a ``TestRun`` with ``channel="official"``: ``tests`` is the
     parser's status map, each FAIL_TO_PASS / PASS_TO_PASS id's status (``MISSING`` when the log
     does not report it), ``resolved`` is ``get_eval_report``'s. A patch that does not apply, a
     log without markers (the eval script stopped early) and a timeout are outcomes
@@ -87,6 +88,31 @@ def grade_official(client: docker.DockerClient, instance, image_tag: str, model_
         error, cause = (f"{instance.instance_id}: the eval script's log has no test results swebench accepts "
                         f"(markers, results, exit status); {_tail(output)}"), "tests_not_reported"
     missing = sum(s == MISSING for s in (*f2p.values(), *p2p.values()))
-    return GradeResult(resolved=bool(report.get("resolved")) and error is None, applied=True,
-                       apply_method=model.method, tests=dict(statuses), fail_to_pass=f2p, pass_to_pass=p2p,
-                       log=log, error=error, grading_channel="official", error_cause=cause, missing=missing)
+    return TestRun(resolved=bool(report.get("resolved")) and error is None, applied=True,
+                   apply_method=model.method, tests=dict(statuses), fail_to_pass=f2p, pass_to_pass=p2p,
+                   log=log, error=error, channel="official", error_cause=cause, missing=missing,
+                   timed_out=bool(run.timed_out))
+
+
+class OfficialRunner:
+    """The ``TestRunner`` of an official SWE-bench 5.x row on its image
+    (``raydist.grading.testrun``): each ``run(instance, patch)`` is ``grade_official`` in a fresh
+    container of ``image_tag`` (swebench's ``make_test_spec`` eval script, ``get_logs_eval``,
+    ``get_eval_report``; channel ``official``); ``timeout`` in seconds bounds each eval script."""
+
+    def __init__(self, client: docker.DockerClient, image_tag: str, *, timeout: float, limits: Limits | None = None):
+        self.client, self.image_tag, self.timeout, self.limits = client, image_tag, timeout, limits
+
+    def run(self, instance, patch: str) -> TestRun:
+        """``grade_official`` of ``patch`` for the official row ``instance``."""
+        return grade_official(self.client, instance, self.image_tag, patch, timeout=self.timeout, limits=self.limits)
+
+
+def runner_for(client: docker.DockerClient, instance, image_tag: str, *, timeout: float,
+               limits: Limits | None = None):
+    """The ``TestRunner`` of ``instance`` on ``image_tag``: ``OfficialRunner`` for an official 5.x
+    row (``has_eval_script``: no recipe, an ``eval_script``), else ``ContainerRunner``
+    (``raydist.grading.grade``); ``timeout`` in seconds bounds each run."""
+    if getattr(instance, "recipe", None) is None and has_eval_script(instance):
+        return OfficialRunner(client, image_tag, timeout=timeout, limits=limits)
+    return ContainerRunner(client, image_tag, timeout=timeout, limits=limits)

@@ -31,7 +31,7 @@ def ensure_official_image(client, instance, namespace: str = DEFAULT_NAMESPACE, 
     """The tag of ``instance``'s official image (``official_image_name``), pulled first when it
     is not in the daemon and ``pull``. Raises ``OfficialImageMissing`` naming the image, what the
     pull said, and the ways to get it (pull it on a host with network, build it with swebench's
-    harness, or ``raydist.sandbox.official_build`` offline)."""
+    harness, or ``raydist.tasks.official_build`` offline)."""
     from docker.errors import APIError, ImageNotFound
 
     name = official_image_name(instance, namespace)
@@ -52,7 +52,7 @@ def ensure_official_image(client, instance, namespace: str = DEFAULT_NAMESPACE, 
         f"instance {instance.instance_id!r}: its image {name} is not in the Docker daemon and {why}; pull it on a "
         "host that reaches the registry (`docker pull " + name + "`), build it with swebench's harness "
         "(`swebench images build ...`), or build its layout offline from a row with an sdist recipe "
-        "(`python -m raydist.sandbox.official_build`)")
+        "(`python -m raydist.tasks.official_build`)")
 
 
 def official_repo_dir(client, image: str, cache_dir: Path) -> Path:

@@ -11,136 +11,74 @@ Usage::
     python -m raydist.tasks.measure FILE --write                                     # rewrite lists
     python -m raydist.tasks.measure FILE --runner docker     # in the instance image, via raydist.grading
 
-The host runner builds one virtualenv per distinct ``install`` pin set under
-``--work`` and runs ``test_cmd`` with that venv first on ``PATH``.
+The runners are the test-execution service's (``raydist.grading``): the host one
+(``HostRunner``) builds one virtualenv per distinct ``install`` pin set under ``--work`` and runs
+``test_cmd`` with that venv first on ``PATH``; the docker one grades in the instance image.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import os
-import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from raydist.sandbox.sources import fetch_sdist, unpack_sdist  # the same host fetch the image builder uses
+from raydist.grading import HostRunner, TestRunner, measure_lists, runner_for
+from raydist.grading.host import recipe_of
+from raydist.sandbox import connect, ensure_instance_image
 from raydist.tasks.loaders import builtin_path, load_instances, write_instances
-from raydist.tasks.schema import Instance, Recipe
-
-TestRunner = Callable[[Instance, str], dict[str, str]]
-"""(instance, gold patch or "") -> test id -> status, from one run of test_cmd with test_patch applied."""
+from raydist.tasks.schema import Instance
 
 
-def apply_patch(root: Path, diff: str, label: str) -> None:
-    """``git apply`` a git-style diff at ``root``; ``RuntimeError`` naming ``label`` when it does not apply."""
-    if not diff:
-        return
-    done = subprocess.run(["git", "apply", "--whitespace=nowarn", "-"], cwd=root, input=diff,
-                          capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"{label} does not apply at {root}: {done.stderr.strip()}")
+def host_runner(work: Path, timeout: float = 600) -> TestRunner:
+    """The host virtualenv runner (``raydist.grading.HostRunner``): ``test_cmd`` in a scratch
+    tree with a venv holding ``recipe.install``, made under ``work``."""
+    return HostRunner(work, timeout=timeout)
 
 
-def prepare_tree(instance: Instance, dest: Path, cache: Path, gold_patch: str) -> Path:
-    """Sdist + injected defect + test_patch (+ ``gold_patch``) unpacked under ``dest``."""
-    recipe = _recipe(instance)
-    root = unpack_sdist(fetch_sdist(recipe.sdist, cache), dest)
-    apply_patch(root, recipe.injected_patch, f"{instance.instance_id}: injected_patch")
-    apply_patch(root, instance.test_patch, f"{instance.instance_id}: test_patch")
-    apply_patch(root, gold_patch, f"{instance.instance_id}: patch")
-    return root
+class _ImageRunner:
+    """A ``TestRunner`` that grades in a fresh container of the instance's image (built or
+    reused by ``raydist.sandbox.ensure_instance_image`` with its cache under ``work``)."""
 
+    def __init__(self, work: Path, timeout: float):
+        self.work, self.timeout, self.client = work, timeout, connect(None)
 
-def _recipe(instance: Instance) -> Recipe:
-    if instance.recipe is None:
-        raise ValueError(f"instance {instance.instance_id!r} has no sdist recipe; "
-                         "only sdist-based instances can be measured")
-    return instance.recipe
-
-
-def host_runner(work: Path) -> TestRunner:
-    """A runner that executes ``test_cmd`` in a scratch tree with a venv holding ``recipe.install``."""
-    venvs: dict[tuple[str, ...], Path] = {}
-
-    def run(instance: Instance, gold_patch: str) -> str:
-        recipe = _recipe(instance)
-        if recipe.install not in venvs:
-            venvs[recipe.install] = make_venv(recipe.install, work)
-        with tempfile.TemporaryDirectory(dir=work) as scratch:
-            root = prepare_tree(instance, Path(scratch), work / "sdists", gold_patch)
-            env = dict(os.environ, PATH=f"{venvs[recipe.install] / 'bin'}{os.pathsep}{os.environ['PATH']}")
-            if recipe.install_repo:
-                subprocess.run(recipe.install_repo, shell=True, cwd=root, env=env, check=True, capture_output=True)
-            done = subprocess.run(instance.require_test_cmd(), shell=True, cwd=root, env=env,
-                                  capture_output=True, text=True, timeout=600, check=False)
-            return parse_statuses(done.stdout + done.stderr, instance)
-
-    return run
-
-
-def make_venv(install: tuple[str, ...], work: Path) -> Path:
-    """``work/venv-<hash of install>``, created with this interpreter and ``install`` on first use."""
-    venv = work / ("venv-" + hashlib.sha256("\n".join(install).encode()).hexdigest()[:12])
-    if not (venv / "bin" / "python").exists():
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", *install],
-                       check=True, capture_output=True)
-    return venv
+    def run(self, instance: Instance, patch: str):
+        image = ensure_instance_image(self.client, recipe_of(instance), cache_dir=self.work / "images",
+                                              label=instance.instance_id)
+        return runner_for(self.client, instance, image.tag, timeout=self.timeout).run(instance, patch)
 
 
 def docker_runner(work: Path, timeout: float = 600) -> TestRunner:
-    """A runner that grades in a fresh container from the instance image (``raydist.grading.grade``).
-
-    The image (sdist + injected defect at ``/testbed``) is built or reused by
-    ``raydist.sandbox.ensure_instance_image`` with its cache under ``work``.
-    """
-    from raydist import grading, sandbox
-
-    client = sandbox.connect(None)
-
-    def run(instance: Instance, gold_patch: str) -> dict[str, str]:
-        image = sandbox.ensure_instance_image(client, _recipe(instance), cache_dir=work / "images",
-                                              label=instance.instance_id)
-        graded = grading.grade(client, instance, image.tag, gold_patch, timeout=timeout)
-        if graded.error:
-            raise RuntimeError(f"{instance.instance_id}: grading in {image.tag} stopped: {graded.error}")
-        return graded.tests
-
-    return run
+    """A runner that grades in a fresh container from the instance image
+    (``raydist.grading.ContainerRunner``), the image (sdist + injected defect at ``/testbed``)
+    built or reused by ``raydist.sandbox.ensure_instance_image`` with its cache under ``work``."""
+    return _ImageRunner(work, timeout)
 
 
-def parse_statuses(log: str, instance: Instance | None = None) -> dict[str, str]:
-    """Test id -> PASSED/FAILED/ERROR/SKIPPED/XFAIL from a test log, by the parser swebench uses
-    for ``instance``'s repository (``raydist.grading.outcomes.log_parser_for``; pytest's ``-rA``
-    parser when None)."""
-    from raydist.grading.outcomes import parse_test_log
-
-    return parse_test_log(log, instance)
+def statuses(run: TestRunner, instance: Instance, patch: str) -> dict[str, str]:
+    """Test id -> status of one run of ``instance``'s tests with ``patch`` (``""`` for the base).
+    Raises ``RuntimeError`` naming the instance when the run stopped short (``TestRun.error``)
+    or reported no tests at all."""
+    result = run.run(instance, patch)
+    state = "gold" if patch else "base"
+    if result.error:
+        raise RuntimeError(f"{instance.instance_id}: the {state} test run stopped: {result.error}")
+    if not result.tests:
+        raise RuntimeError(f"{instance.instance_id}: the {state} test run reported no tests")
+    return dict(result.tests)
 
 
 def measure(instance: Instance, run: TestRunner, repeat: int = 2) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(FAIL_TO_PASS, PASS_TO_PASS), each sorted, measured with ``run`` ``repeat`` times per state.
+    """(FAIL_TO_PASS, PASS_TO_PASS), each sorted, measured with ``run`` ``repeat`` times per state
+    (``raydist.grading.rules.measure_lists``).
 
-    Raises ``RuntimeError`` when a state's test run reports no tests at all.
+    Raises ``RuntimeError`` when a state's test run stops short or reports no tests at all.
     """
-    base = [_statuses(instance, run, "") for _ in range(repeat)]
-    gold = [_statuses(instance, run, instance.patch) for _ in range(repeat)]
-    passing_base = set.intersection(*({t for t, s in b.items() if s == "PASSED"} for b in base))
-    failing_base = set.intersection(*({t for t, s in b.items() if s in ("FAILED", "ERROR")} for b in base))
-    passing_gold = set.intersection(*({t for t, s in g.items() if s == "PASSED"} for g in gold))
-    return tuple(sorted(failing_base & passing_gold)), tuple(sorted(passing_base & passing_gold))
-
-
-def _statuses(instance: Instance, run: TestRunner, gold_patch: str) -> dict[str, str]:
-    statuses = run(instance, gold_patch)
-    if not statuses:
-        state = "gold" if gold_patch else "base"
-        raise RuntimeError(f"{instance.instance_id}: the {state} test run reported no tests")
-    return statuses
+    base = [statuses(run, instance, "") for _ in range(repeat)]
+    gold = [statuses(run, instance, instance.patch) for _ in range(repeat)]
+    return measure_lists(base, gold)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
 
+from raydist.grading.apply import apply_on_host
+from raydist.grading.rules import passing_in_all
 from raydist.sandbox.sources import fetch_sdist, unpack_sdist
 from raydist.tasks.fresh import keep
 from raydist.tasks.fresh import statement as statements
@@ -39,15 +41,10 @@ from raydist.tasks.fresh.mutations import (
     scan_tree,
 )
 from raydist.tasks.fresh.releases import Release, pick_release
-from raydist.tasks.fresh.runner import (
-    PatchError,
-    SourceTree,
-    detect_test_cmd,
-    git_apply,
-    make_diff,
-)
+from raydist.tasks.fresh.runner import PatchError, SourceTree, detect_test_cmd
 from raydist.tasks.fresh.store import append_line, log_path, read_lines
 from raydist.tasks.schema import DEFAULT_INSTALL, Instance, Recipe, Sdist
+from raydist.views.recover import recover_patch
 
 BUILDER = "raydist.tasks.fresh"
 ContainerStatuses = Callable[[Instance], dict]
@@ -183,7 +180,7 @@ def build_library(spec: str, settings: BuildSettings, model: StatementModel, out
 def _base_passing(tree: SourceTree, release: Release, sdist: Sdist, settings: BuildSettings,
                   container: ContainerStatuses | None) -> tuple[frozenset[str], int]:
     runs = [tree.run(), tree.run()]
-    host = runs[0].passing() & runs[1].passing()
+    host = passing_in_all([run.tests for run in runs])
     if not host:
         raise LibraryError(f"{release.name} {release.version}: no test passes on the release with "
                            f"{tree.test_cmd!r}; the log ends:\n{runs[0].log[-2000:]}")
@@ -193,7 +190,7 @@ def _base_passing(tree: SourceTree, release: Release, sdist: Sdist, settings: Bu
     listed = keep.Verdict(True, None, (), tuple(sorted(host)))
     baseline = _instance(f"{release.name}-{release.version}-release", release, sdist, settings, tree.test_cmd,
                          gold="", bug="", statement=None, mutation=None, verdict=listed)
-    inside = frozenset(t for t, s in container(baseline).items() if s == "PASSED")
+    inside = passing_in_all([container(baseline)])
     if not host & inside:
         raise LibraryError(f"{release.name} {release.version}: none of the {len(host)} tests that pass on the host "
                            "passes in the instance image; --no-container-check skips this check")
@@ -219,7 +216,8 @@ def _try(mutation: Mutation, tree: SourceTree, base: frozenset[str], settings: B
     verdict, kept = keep.Verdict(False, "does_not_compile"), None
     if changes_program(source, mutation):
         buggy = apply_mutation(source, mutation)
-        bug, gold = make_diff(mutation.file, source, buggy), make_diff(mutation.file, buggy, source)
+        bug = recover_patch({mutation.file: source}, {mutation.file: buggy})
+        gold = recover_patch({mutation.file: buggy}, {mutation.file: source})
         try:
             verdict, log = _judged(tree, bug, base, settings)
             if verdict.kept:
@@ -271,21 +269,21 @@ def _record_written(pending: dict[Future, dict], done: dict, out: Path, say, *, 
 def _judged(tree: SourceTree, bug: str, base: frozenset[str], settings: BuildSettings) -> tuple[keep.Verdict, str]:
     """The verdict on ``bug`` (a kept one confirmed by a second run) and the last run's log."""
     first = tree.run(bug)
-    verdict = keep.judge(base, first.statuses, timed_out=first.timed_out, max_fail_fraction=settings.max_fail_fraction)
+    verdict = keep.judge(base, first.tests, timed_out=first.timed_out, max_fail_fraction=settings.max_fail_fraction)
     if not verdict.kept:
         return verdict, first.log
     again = tree.run(bug)
-    return keep.confirm(verdict, keep.judge(base, again.statuses, timed_out=again.timed_out,
+    return keep.confirm(verdict, keep.judge(base, again.tests, timed_out=again.timed_out,
                                             max_fail_fraction=settings.max_fail_fraction)), again.log
 
 
 def _check_gold(tree: SourceTree, bug: str, gold: str, path: str, source: str) -> None:
     """The gold patch applies on the buggy tree and gives back the release's file exactly."""
-    git_apply(tree.root, bug)
+    apply_on_host(tree.root, bug)
     try:
-        git_apply(tree.root, gold)
+        apply_on_host(tree.root, gold)
     except PatchError:
-        git_apply(tree.root, bug, reverse=True)
+        apply_on_host(tree.root, bug, reverse=True)
         raise
     if (tree.root / path).read_text(encoding="utf-8") != source:
         (tree.root / path).write_text(source, encoding="utf-8")

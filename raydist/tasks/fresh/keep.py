@@ -3,12 +3,16 @@
 A mutation is kept when some tests that pass on the release fail with it (FAIL_TO_PASS) and
 every other test that passes on the release still passes with it (PASS_TO_PASS), measured
 twice with the same result. Each other outcome is a rejection with one reason (``REASONS``).
+The lists themselves are measured by the one rule of ``raydist.grading.rules.measure_lists``,
+the bug's run as the base state and the release as the gold state.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from raydist.grading.rules import FAILING, PASSED, measure_lists
 
 REASONS = {
     "does_not_compile": "the mutated file does not parse, or parses to the same program",
@@ -22,7 +26,6 @@ REASONS = {
 }
 """Rejection reason -> what it means."""
 
-FAILING = ("FAILED", "ERROR")
 
 
 @dataclass(frozen=True)
@@ -51,14 +54,14 @@ def judge(base_passing: frozenset[str], bug: Mapping[str, str], *, timed_out: bo
         return Verdict(False, "timeout")
     if not bug or any(t not in bug for t in base_passing):
         return Verdict(False, "breaks_collection")
-    failing = tuple(sorted(t for t in base_passing if bug[t] in FAILING))
-    if any(bug[t] != "PASSED" and bug[t] not in FAILING for t in base_passing):
+    failing, still_passing = measure_lists([bug], [dict.fromkeys(base_passing, PASSED)])
+    if any(bug[t] != PASSED and bug[t] not in FAILING for t in base_passing):
         return Verdict(False, "non_target_changed", failing)
     if not failing:
         return Verdict(False, "no_test_fails")
     if len(failing) > max_fail_fraction * len(base_passing):
         return Verdict(False, "too_many_fail", failing)
-    return Verdict(True, None, failing, tuple(sorted(base_passing - set(failing))))
+    return Verdict(True, None, failing, still_passing)
 
 
 def confirm(first: Verdict, again: Verdict) -> Verdict:

@@ -1,59 +1,19 @@
 """One unpacked source release on the host, whose tests run with and without a patch.
 
-The tree is unpacked once; a patch is applied with ``git apply`` (the command the instance
-image and the grader use), the test command runs with the pins' virtualenv first on ``PATH``,
-and the patch is reverted before the next run. Bytecode is never written: a mutation may keep a
-file's size and land within the same second, and Python would then trust a stale ``.pyc``.
+The tree is unpacked once; each run is the test-execution service's host runner
+(``raydist.grading.HostRunner.run_in``): the patch applied with ``git apply`` (the command the
+instance image and the grader use), the test command run with the pins' virtualenv first on
+``PATH`` and bytecode never written, the patch reverted before the next run. A run is a
+``raydist.grading.TestRun`` (``tests``, ``log``, ``timed_out``, ``seconds``, ``passing()``).
 """
 
 from __future__ import annotations
 
-import difflib
-import os
-import signal
-import subprocess
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from raydist.tasks.measure import make_venv, parse_statuses
+from raydist.grading import HostRunner, PatchError, TestRun
 
-
-class PatchError(RuntimeError):
-    """A patch does not apply (or revert) with ``git apply``."""
-
-
-@dataclass(frozen=True)
-class TestRun:
-    """One run of the test command: ``statuses`` (test id -> PASSED/FAILED/ERROR/SKIPPED/XFAIL,
-    by SWE-bench's pytest log parser), the combined ``log``, whether it ``timed_out``, its wall ``seconds``."""
-
-    statuses: dict = field(default_factory=dict)
-    log: str = ""
-    timed_out: bool = False
-    seconds: float = 0.0
-
-    def passing(self) -> frozenset[str]:
-        """The ids of the tests that PASSED."""
-        return frozenset(t for t, s in self.statuses.items() if s == "PASSED")
-
-
-def make_diff(path: str, old: str, new: str) -> str:
-    """A git-style unified diff (3 lines of context) turning ``old`` into ``new`` at ``path``;
-    "" when they are equal. A last line without a newline is marked as git marks it."""
-    body = []
-    for line in difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                     fromfile=f"a/{path}", tofile=f"b/{path}", n=3):
-        body.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
-    return f"diff --git a/{path} b/{path}\n" + "".join(body) if body else ""
-
-
-def git_apply(root: Path, diff: str, *, reverse: bool = False) -> None:
-    """``git apply`` (``-R`` with ``reverse``) ``diff`` at ``root``; :class:`PatchError` with git's message."""
-    argv = ["git", "apply", "--whitespace=nowarn", *(["-R"] if reverse else []), "-"]
-    done = subprocess.run(argv, cwd=root, input=diff, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise PatchError(f"the patch does not {'revert' if reverse else 'apply'} at {root}: {done.stderr.strip()}")
+__all__ = ["PYTEST", "PatchError", "SourceTree", "TestRun", "detect_test_cmd"]
 
 
 class SourceTree:
@@ -61,34 +21,13 @@ class SourceTree:
     and its ``test_cmd``; ``timeout`` seconds per run."""
 
     def __init__(self, root: Path, install: tuple[str, ...], test_cmd: str, work: Path, timeout: float = 300):
-        self.root, self.test_cmd, self.timeout = Path(root), test_cmd, timeout
-        self.venv = make_venv(install, Path(work))
+        self.root, self.install, self.test_cmd, self.timeout = Path(root), install, test_cmd, timeout
+        self._runner = HostRunner(Path(work), timeout=timeout)
 
     def run(self, patch: str = "") -> TestRun:
         """The test command's outcome with ``patch`` applied (then reverted); raises
         :class:`PatchError` when it does not apply."""
-        if patch:
-            git_apply(self.root, patch)
-        try:
-            return self._run_tests()
-        finally:
-            if patch:
-                git_apply(self.root, patch, reverse=True)
-
-    def _run_tests(self) -> TestRun:
-        env = dict(os.environ, PATH=f"{self.venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
-                   PYTHONDONTWRITEBYTECODE="1")
-        env.pop("PYTHONPATH", None)  # the library under test comes from the tree, never from raydist's path
-        start = time.monotonic()
-        proc = subprocess.Popen(self.test_cmd, shell=True, cwd=self.root, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
-        try:
-            log, _ = proc.communicate(timeout=self.timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)  # the shell's children too (pytest, its workers)
-            log, _ = proc.communicate()
-            return TestRun({}, log or "", True, time.monotonic() - start)
-        return TestRun(parse_statuses(log), log, False, time.monotonic() - start)
+        return self._runner.run_in(self.root, self.install, self.test_cmd, patch)
 
 
 PYTEST = 'python -m pytest -rA -p no:cacheprovider -o addopts=""'

@@ -1,7 +1,7 @@
 """L4's preparation (SchrodingerRepo §III-E): which functions to rewrite, and the rewrite loop
 (LLM proposals, then the deterministic rewriter) whose every accepted rewrite passes a test gate.
 
-Plain Python: the gate (``raydist.cluster.rewrites.docker_gate`` runs the instance's tests in
+Plain Python: the gate (``raydist.cluster.rewrites.rewrite_gate`` runs the instance's tests in
 its container) and the LLM (``complete``) are handed in, so the loop is tested with any gate.
 """
 

@@ -13,7 +13,7 @@ is the official name. The row written with it is SWE-bench 5.x's schema (``image
 no recipe, so raydist runs and grades it through the official path
 (``raydist.sandbox.official``, ``raydist.grading.official``).
 
-    python -m raydist.sandbox.official_build ROWS.jsonl INSTANCE_ID OUT.jsonl [--cache-dir DIR]
+    python -m raydist.tasks.official_build ROWS.jsonl INSTANCE_ID OUT.jsonl [--cache-dir DIR]
 """
 from __future__ import annotations
 
@@ -23,8 +23,13 @@ import json
 import shlex
 from pathlib import Path
 
+from raydist.grading.rules import log_parser_for
+from raydist.grading.test_files import touched_files
+from raydist.sandbox import connect
 from raydist.sandbox.build_steps import AGENT_USER, VENV
+from raydist.sandbox.images import ensure_instance_image
 from raydist.sandbox.official import DEFAULT_NAMESPACE
+from raydist.tasks.loaders import load_instances
 
 HEREDOC = "EOF_114329324912"  # the delimiter swebench's eval scripts use for the test patch
 RECIPE_FIELDS = ("sdist", "install", "install_repo", "injected_patch", "python", "test_cmd")
@@ -38,8 +43,6 @@ def eval_script(instance) -> str:
     files back to ``base_commit``, apply ``test_patch`` from a here-document, run the test
     command between the ``>>>>> Start/End Test Output`` markers (traced by ``set -x``), put
     the test files back again."""
-    from raydist.grading.test_files import touched_files
-
     files = " ".join(shlex.quote(f) for f in touched_files(instance.test_patch))
     reset = f"git checkout {instance.base_commit} {files}"
     patch = instance.test_patch if instance.test_patch.endswith("\n") else instance.test_patch + "\n"
@@ -68,9 +71,6 @@ def build_official_image(client, instance, *, cache_dir: Path, base_tag: str | N
     ``raydist.sandbox.images.ImageBuildError`` / ``docker.errors.BuildError`` naming the step."""
     from swebench.task.checks import expected_image
 
-    from raydist.grading.outcomes import log_parser_for
-    from raydist.sandbox.images import ensure_instance_image
-
     if instance.recipe is None:
         raise ValueError(f"instance {instance.instance_id!r} has no sdist recipe to build an image from")
     own = ensure_instance_image(client, instance.recipe, base_tag=base_tag, cache_dir=Path(cache_dir),
@@ -92,9 +92,6 @@ def build_official_image(client, instance, *, cache_dir: Path, base_tag: str | N
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: build the image of one row of ROWS.jsonl and append its 5.x row to OUT.jsonl."""
-    from raydist.sandbox import connect
-    from raydist.tasks import load_instances
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("rows")
     parser.add_argument("instance_id")
