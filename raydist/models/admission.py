@@ -19,7 +19,10 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
-from typing import Self
+from typing import TYPE_CHECKING, Self
+
+if TYPE_CHECKING:  # annotations only: the endpoint module loads litellm
+    from raydist.models.endpoint import ModelEndpoint
 
 OK, THROTTLED, FAILED = "ok", "throttled", "failed"
 """How one call attempt ended, as the limiter counts it: answered, refused with 429/503
@@ -268,7 +271,7 @@ class Admission:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def attach(self, endpoint, purpose: str):
+    def attach(self, endpoint: ModelEndpoint | None, purpose: str) -> ModelEndpoint | None:
         """``endpoint`` (a ``ModelEndpoint``; None passes through) with this launch's ledger and
         its model's limiter, booking usage under ``purpose`` (one of ``PURPOSES``)."""
         if endpoint is None:
@@ -352,7 +355,7 @@ def slot(ref: AdmissionRef | None, throttled: type | tuple) -> Iterator[None]:
         ray.get(limiter.release.remote(lease, outcome))
 
 
-def record_usage(ref: AdmissionRef | None, response, endpoint) -> None:
+def record_usage(ref: AdmissionRef | None, response, endpoint: ModelEndpoint) -> None:
     """Report ``response``'s usage (litellm's ``response.usage``; its price by
     ``raydist.models.pricing.completion_cost``, None when litellm cannot price it) to the
     launch's ledger, waiting until it is booked so the driver's next look sees it. ``ref``

@@ -23,7 +23,10 @@ import json
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # annotations only: the endpoint module loads litellm
+    from raydist.models.endpoint import ModelEndpoint
 
 PLACEHOLDER_KEY = "raydist-local-no-key"  # = endpoint.LOCAL_PLACEHOLDER_KEY; a local server needs none
 
@@ -167,7 +170,7 @@ _ROUTERS: dict[tuple, ReplicaRouter] = {}
 _ROUTERS_LOCK = threading.Lock()
 
 
-def completion_function(endpoint) -> Callable[..., Any]:
+def completion_function(endpoint: ModelEndpoint) -> Callable[..., Any]:
     """What makes one request to ``endpoint`` (a ``ModelEndpoint``), called like
     ``litellm.completion(model=..., messages=..., **request_kwargs)``: ``litellm.completion``
     itself, or for a replicated model (``endpoint.replica_names``) this process's
@@ -179,7 +182,7 @@ def completion_function(endpoint) -> Callable[..., Any]:
     return replica_router(endpoint)
 
 
-def replica_router(endpoint) -> ReplicaRouter:
+def replica_router(endpoint: ModelEndpoint) -> ReplicaRouter:
     """This process's ``ReplicaRouter`` of ``endpoint`` (a ``ModelEndpoint`` with
     ``replica_names``), built on first use: its replicas are asked of their ``ModelServer``
     actors (``raydist.models.server.ready_replicas``), so this imports Ray."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from raydist._util.hashing import stable_hash
 from raydist.problems.generate import Variant, variant_id
@@ -23,6 +24,9 @@ from raydist.problems.job import ProblemsJob
 from raydist.problems.records import RecordStore, append_calls, completion_key
 from raydist.problems.seeds import Problem
 from raydist.problems.work import canonical_check, evaluate_one, fan_out, generate_one, item_of
+
+if TYPE_CHECKING:  # annotations only: the endpoint module loads litellm
+    from raydist.models.endpoint import ModelEndpoint
 
 __all__ = ["Executed", "Generated", "ProblemsError", "Seeds", "Validated", "execute", "generate", "seeds",
            "validate"]
@@ -122,7 +126,7 @@ def generate(job: ProblemsJob, seed_set: Seeds, *, run: bool = True, admission=N
     return Generated(tuple(_variant(records[k]) for k in ids), stored, not_started)
 
 
-def _scenario_pool(job: ProblemsJob, endpoint) -> list[str]:
+def _scenario_pool(job: ProblemsJob, endpoint: ModelEndpoint) -> list[str]:
     """The stored pool, or a new one grown from the seed domains (§3.2; stored unless the
     proposer failed, so the next launch proposes again)."""
     from raydist._util.files import atomic_write_json

@@ -7,14 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from raydist.problems.config import Evaluation, Generation, Requests
+
+if TYPE_CHECKING:  # annotations only: the endpoint module loads litellm
+    from raydist.models.endpoint import ModelEndpoint
 
 __all__ = ["build_llm", "canonical_check", "evaluate_one", "fan_out", "generate_one", "item_of"]
 
 
-def build_llm(endpoint, *, model: str, temperature: float, cache, log: list | None = None,
+def build_llm(endpoint: ModelEndpoint, *, model: str, temperature: float, cache, log: list | None = None,
               requests: Requests | None = None):
     """A ``RecordedLLM`` on ``endpoint`` (``raydist.models.ModelEndpoint``): litellm with
     retries, answers cached in ``cache`` by request (``RecordedLLM``'s ``cache``: the job's
@@ -30,7 +33,7 @@ def build_llm(endpoint, *, model: str, temperature: float, cache, log: list | No
     return RecordedLLM(complete, model=model, cache=cache, log=log)
 
 
-def generate_one(problem, scenario_pool: list[str], seed: int, endpoint, gen: Generation, cache,
+def generate_one(problem, scenario_pool: list[str], seed: int, endpoint: ModelEndpoint, gen: Generation, cache,
                  requests: Requests | None = None) -> dict:
     """One variant record (``Variant`` as a dict plus its LLM ``calls``) for ``problem`` and
     generation seed ``seed``: contexts, rewrite and the validator's verdicts (§3.2). ``cache``
@@ -67,8 +70,8 @@ def canonical_check(variants: list, docker_host, image: str, limits: dict, worke
         return [r.passed for r in runner.run_many(programs)]
 
 
-def evaluate_one(item, endpoint, model: str, ev: Evaluation, limits: dict, cache, docker_host, image: str,
-                 workers: int = 1, requests: Requests | None = None) -> dict:
+def evaluate_one(item, endpoint: ModelEndpoint, model: str, ev: Evaluation, limits: dict, cache, docker_host,
+                 image: str, workers: int = 1, requests: Requests | None = None) -> dict:
     """n completions of ``item`` by ``model``, each scored in the sandbox: a record with one
     entry per sample (``passed``, ``status``, ``seconds``, ``solution``) and the LLM calls; a
     failed model call is recorded as the record's ``error`` (never dropped)."""
