@@ -69,3 +69,16 @@ def test_the_ray_backed_model_names_are_loaded_on_first_use():
     assert (raydist.models.ModelServer, raydist.models.follow_server) == (ModelServer, follow_server)
     with pytest.raises(AttributeError, match="has no attribute 'llama_cpp_command'"):
         raydist.models.llama_cpp_command  # noqa: B018
+
+
+@pytest.mark.parametrize("package", ["raydist", "raydist.agents", "raydist.cluster", "raydist.grading",
+                                     "raydist.models"])
+def test_a_lazy_package_name_stays_its_object_after_every_submodule_is_imported(package):
+    # A public name spelled like one of its package's modules would be shadowed by that module
+    # once anything imports it (Python sets the package attribute), and the facade's __getattr__
+    # would never run: `from raydist.grading import grade` gave a module when grade.py existed.
+    code = (f"import importlib, pkgutil, types\ng = importlib.import_module({package!r})\n"
+            "for m in pkgutil.iter_modules(g.__path__): importlib.import_module(f'{g.__name__}.{m.name}')\n"
+            "print([n for n in g.__all__ if isinstance(getattr(g, n), types.ModuleType)])\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

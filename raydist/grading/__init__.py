@@ -4,7 +4,7 @@ FAIL_TO_PASS / PASS_TO_PASS rules on its runs.
 Public API (docs/architecture.md, ``raydist.grading``)::
 
     TestRunner, TestRun, GradeResult           testrun   the service's contract
-    ContainerRunner, grade                     grade     raydist's image, pytest + junit
+    ContainerRunner, grade                     container raydist's image, pytest + junit
     OfficialRunner, grade_official, runner_for official  an official row's image, swebench's eval script
     HostRunner                                 host      a host virtualenv
     apply_patch, ApplyResult, apply_on_host    apply     SWE-bench's GIT_APPLY_CMDS; host ``git apply``
@@ -21,7 +21,7 @@ from typing import Any
 
 _PUBLIC = {
     "ApplyResult": "apply", "PatchError": "apply", "apply_on_host": "apply", "apply_patch": "apply",
-    "ContainerRunner": "grade", "grade": "grade",
+    "ContainerRunner": "container", "grade": "container",
     "HostRunner": "host",
     "OfficialRunner": "official", "grade_official": "official", "runner_for": "official",
     "gate_changes": "rules", "is_resolved": "rules", "measure_lists": "rules", "parse_test_log": "rules",

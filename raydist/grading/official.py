@@ -18,7 +18,7 @@ from pathlib import Path
 import docker
 
 from raydist.grading.apply import apply_patch
-from raydist.grading.grade import ContainerRunner, _section, _stopped, _tail
+from raydist.grading.container import ContainerRunner, _section, _stopped, _tail
 from raydist.grading.rules import MISSING, statuses_of
 from raydist.grading.testrun import TestRun
 from raydist.sandbox import Limits, Sandbox
@@ -112,7 +112,7 @@ def runner_for(client: docker.DockerClient, instance, image_tag: str, *, timeout
                limits: Limits | None = None):
     """The ``TestRunner`` of ``instance`` on ``image_tag``: ``OfficialRunner`` for an official 5.x
     row (``has_eval_script``: no recipe, an ``eval_script``), else ``ContainerRunner``
-    (``raydist.grading.grade``); ``timeout`` in seconds bounds each run."""
+    (``raydist.grading.container``); ``timeout`` in seconds bounds each run."""
     if getattr(instance, "recipe", None) is None and has_eval_script(instance):
         return OfficialRunner(client, image_tag, timeout=timeout, limits=limits)
     return ContainerRunner(client, image_tag, timeout=timeout, limits=limits)

@@ -3,7 +3,7 @@ applied and returns one ``TestRun``.
 
 Three runners implement it, one per place tests can run:
 
-    ContainerRunner   raydist.grading.grade      fresh container of raydist's image, pytest + junit
+    ContainerRunner   raydist.grading.container  fresh container of raydist's image, pytest + junit
     OfficialRunner    raydist.grading.official   the row's official image, swebench's eval script
     HostRunner        raydist.grading.host       a scratch tree in a host virtualenv
 
