@@ -29,7 +29,12 @@ import sys
 from omegaconf import DictConfig, OmegaConf
 
 from raydist import launcher  # first: the environment defaults, before Ray or litellm is imported
+from raydist._util.run_dirs import job_name
 from raydist.driver.config import UNNAMED_OVERRIDES
+from raydist.driver.drive import run_job
+from raydist.driver.dry_run import print_plan
+from raydist.driver.plan import plan_job
+from raydist.driver.preflight import preflight
 
 
 def view_dir(levels, seeds) -> str:
@@ -46,8 +51,6 @@ def job_subdir(overrides) -> str:
     ``/view.l3_files=all`` (``raydist._util.run_dirs.job_name`` without
     ``raydist.driver.config.UNNAMED_OVERRIDES``), so no two jobs of a sweep share a table;
     nothing when no such override is given."""
-    from raydist._util.run_dirs import job_name
-
     name = job_name(overrides, UNNAMED_OVERRIDES)
     return f"/{name}" if name else ""
 
@@ -61,27 +64,15 @@ def launch(cfg: DictConfig, run_dir: str) -> int:
     """Plan the job of ``cfg`` and run it into ``run_dir`` (or print the plan when
     ``cfg.dry_run``); returns the exit status. Raises what the skeleton maps to a status
     (``raydist.launcher.exit_status_of``): ``JobError`` (2), ``InfrastructureError`` (1)."""
-    from raydist.driver.plan import plan_job
-
     job = plan_job(cfg, run_dir)
     if cfg.dry_run:
-        from raydist.driver.dry_run import print_plan
-
-        print_plan(job, cfg)
+        print_plan(job)
         return 0
-    from raydist.driver.drive import run_job
-
     return run_job(job)
 
 
-def _preflight(argv: list[str]) -> str | None:
-    from raydist.driver.preflight import preflight
-
-    return preflight(argv)
-
-
 ENTRY = launcher.Entry(
-    config_name="config", run=launch, preflight=_preflight,
+    config_name="config", run=launch, preflight=preflight,
     docker_host=lambda cfg: cfg.sandbox.docker_host,
     # 2: refused before it ran (a setting, a run directory in use); a dry run writes no table
     ran=lambda cfg, status: status != launcher.EXIT_SETTING and not cfg.dry_run)

@@ -155,17 +155,20 @@ def retryable(outcome: str) -> bool:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How often, and after how long, a unit that ended in an infrastructure error runs again
-    within one launch.
+    """``resume``: what runs again. A unit that ended in an infrastructure error runs again
+    within one launch, at most ``max_attempts`` times in all: attempt n (1-based) that fails
+    waits ``min(backoff_max_s, backoff_s * 2 ** (n - 1))`` seconds before the next, or the
+    failing service's ``Retry-After`` when that is longer (capped at ``backoff_max_s`` too), so
+    no unit retries forever and none waits forever. Part of no unit key."""
 
-    ``max_attempts``: tries in all (>= 1; 1 = no retry). Attempt n (1-based) that fails waits
-    ``min(backoff_max_s, backoff_s * 2 ** (n - 1))`` seconds before the next, or the failing
-    service's ``Retry-After`` when that is longer (capped at ``backoff_max_s`` too), so no
-    unit retries forever and none waits forever."""
-
+    retry_errors: bool = True
+    """Units whose row records an infrastructure error run again on the next launch."""
     max_attempts: int = 3
+    """Tries in all of a unit ending in an infrastructure error, within one launch (>= 1; 1 = no retry)."""
     backoff_s: float = 5.0
+    """Wait after attempt n: backoff_s * 2^(n-1) seconds (or the server's Retry-After)."""
     backoff_max_s: float = 120.0
+    """Longest wait between attempts."""
 
     def __post_init__(self):
         if int(self.max_attempts) < 1:

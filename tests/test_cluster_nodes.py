@@ -109,9 +109,10 @@ def test_a_worker_node_lost_mid_sweep_loses_no_unit_and_runs_none_twice(cluster,
         sink.write(row)
         rows.append(row)
 
-    options = RayOptions(max_concurrency=4, cpus_per_unit=1, retry=RetryPolicy(max_attempts=3, backoff_s=0.2))
+    options = RayOptions(max_concurrency=4, cpus_per_unit=1)
     started = time.monotonic()
-    run_units(units, instances, SETTINGS, None, options, on_row, execute=sleeping_unit)
+    run_units(units, instances, SETTINGS, None, options, on_row, execute=sleeping_unit,
+              retry=RetryPolicy(max_attempts=3, backoff_s=0.2))
     seconds = time.monotonic() - started
     remover.join(timeout=10)
     assert removed.is_set()

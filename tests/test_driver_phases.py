@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from raydist.cluster import execute as phases
 from raydist.cluster.unit_key import RunUnit, build_plan
-from raydist.driver import phases
 from raydist.driver.report import compile_tables
 from raydist.results import ResultStore
 from raydist.results.sink import RowSink
@@ -34,21 +34,21 @@ def _row(unit: RunUnit, outcome: str) -> dict:
 
 
 def _job(units, run_dir) -> SimpleNamespace:
-    return SimpleNamespace(units=units, run_dir=run_dir, instances={}, ray=None)
+    return SimpleNamespace(units=units, run_dir=run_dir, instances={}, ray=None, retry=None)
 
 
 def test_the_units_phase_returns_the_units_it_ran_and_the_last_outcome_of_each(tmp_path, monkeypatch):
     units = _units()
     ready = phases.Runnable(units[:3], {})
 
-    def fake_run_units(todo, instances, settings, endpoint, options, on_row, progress, prepared, stop):
+    def fake_run_units(todo, instances, settings, endpoint, options, on_row, progress, prepared, stop, retry):
         on_row(_row(todo[0], "infrastructure_error"))  # retried: its last row counts
         on_row(_row(todo[0], "resolved"))
         on_row(_row(todo[1], "unresolved"))
         on_row(_row(todo[2], "bug"))
         return []  # every unit started
 
-    monkeypatch.setattr("raydist.cluster.scheduler.run_units", fake_run_units)
+    monkeypatch.setattr("raydist.cluster.execute.run_units", fake_run_units)
     sink = RowSink(ResultStore(tmp_path))
     ran = phases.units(_job(units, tmp_path), ready, None, None, sink)
     assert ran == phases.Ran(tuple(u.key for u in units[:3]), {"resolved": 1, "unresolved": 1, "bug": 1})

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from raydist.driver.drive import _disk_failure, _server_failure
+from raydist.cluster.execute import _server_failure
+from raydist.driver.drive import _disk_failure
 from raydist.driver.plan import JobError, plan_job
 from raydist.models.process import ModelServerError
 from raydist.outcomes import InfrastructureError

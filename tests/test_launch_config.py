@@ -19,9 +19,11 @@ import raydist.launch  # noqa: F401 - registers the schema and the resolvers
 from raydist._util.settings import node_types
 from raydist.agents.settings import AgentSettings
 from raydist.cluster.scheduler import RayOptions
-from raydist.driver.config import ClusterConfig, LaunchConfig, SandboxConfig, allowed_keys
+from raydist.driver.config import LaunchConfig, SandboxConfig, allowed_keys
 from raydist.driver.preflight import job_overrides, preflight
 from raydist.launch import job_subdir, view_dir
+from raydist.outcomes import RetryPolicy
+from raydist.qa.judge import JudgeSettings
 from raydist.sandbox.container import Limits
 from raydist.views.base import ViewOptions
 
@@ -41,9 +43,12 @@ def test_the_schema_defaults_are_the_values_of_the_dataclasses_that_use_them():
     cfg = composed()
     assert dict(cfg.view) == asdict(ViewOptions())
     assert dict(cfg.sandbox.limits) == asdict(Limits())
-    ray = asdict(RayOptions())
-    ray.pop("retry")
-    assert asdict(ClusterConfig()) == ray
+    assert node_types(LaunchConfig)["cluster"] is RayOptions
+    assert node_types(LaunchConfig)["resume"] is RetryPolicy
+    assert node_types(LaunchConfig)["judge"] is JudgeSettings
+    assert dict(cfg.cluster) == asdict(RayOptions())
+    assert dict(cfg.resume) == asdict(RetryPolicy())
+    assert dict(cfg.judge) == asdict(JudgeSettings())
 
 
 def test_the_defaults_are_the_values_that_ran_before_one_source_held_them():
@@ -124,7 +129,7 @@ def test_a_grading_timeout_that_is_not_positive_is_refused_naming_the_key():
 
 
 def test_a_worker_lease_that_is_not_positive_is_refused_naming_the_key():
-    assert preflight(["cluster.worker_lease_s=0"]) == "cluster: cluster.worker_lease_s=0.0: must be above 0 (seconds)"
+    assert preflight(["cluster.worker_lease_s=0"]) == "cluster.worker_lease_s=0.0: must be above 0 (seconds)"
     assert preflight(["cluster.worker_lease_s=0.5"]) is None
 
 

@@ -93,10 +93,11 @@ def test_infrastructure_errors_run_again_with_backoff_up_to_the_bound_and_input_
     settings = UnitSettings(agent_kind="null", agent_settings=AgentSettings(), view_options=ViewOptions(),
                             cache_dir=str(tmp_path), run_dir=str(tmp_path), network="none", grading_timeout_s=60,
                             docker_host=f"unix://{tmp_path}/no-daemon.sock")
-    options = RayOptions(max_concurrency=2, cpus_per_unit=0.1, retry=RetryPolicy(max_attempts=3, backoff_s=0.5))
+    options = RayOptions(max_concurrency=2, cpus_per_unit=0.1)
     rows: list[dict] = []
     started = time.monotonic()
-    run_units(units, {i.instance_id: i for i in (instances[0], no_tests)}, settings, None, options, rows.append)
+    run_units(units, {i.instance_id: i for i in (instances[0], no_tests)}, settings, None, options, rows.append,
+              retry=RetryPolicy(max_attempts=3, backoff_s=0.5))
     seen = [(r["instance_id"], r["outcome"], r["error_cause"], r["attempts"]) for r in rows]
     docker_unit, input_unit = instances[0].instance_id, no_tests.instance_id
     assert sorted(seen) == sorted([

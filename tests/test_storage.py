@@ -169,8 +169,8 @@ def _job(tmp_path, *overrides: str):
 
 @pytest.mark.parametrize("storage", [None, "file://{tmp}/store", "{tmp}/shared"])
 def test_the_views_phase_reads_a_preparation_from_the_storage_and_runs_none(tmp_path, storage):
+    from raydist.cluster import execute as phases
     from raydist.cluster.prepare import PrepCache, preparation_tasks, task_key
-    from raydist.driver import phases
 
     uri = None if storage is None else storage.format(tmp=tmp_path)
     job = _job(tmp_path, *([] if uri is None else [f"storage={uri}"]))

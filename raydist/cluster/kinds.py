@@ -27,13 +27,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from raydist.agents import null, oracle, run_agent
+from raydist.agents.scripted import answer
 from raydist.cluster.errors import UnitInputError
 from raydist.cluster.outputs import GRADING, bounded, grading_log, unit_stem
 from raydist.cluster.unit_key import RunUnit
 from raydist.cluster.workspace import read_changes
+from raydist.grading.apply import is_empty_patch
+from raydist.models.completion import litellm_complete
 from raydist.outcomes import ANSWERED, INPUT_ERROR, RESOLVED, UNRESOLVED, InfrastructureError, InputError
+from raydist.qa.judge import judge_answer, load_judge_prompt
 from raydist.tasks.swe_qa import QA_TASK
-from raydist.views import View, levels_needing
+from raydist.views import PatchApplyError, View, levels_needing, recover_patch
 
 if TYPE_CHECKING:  # a unit's settings live with execute_unit, which looks kinds up here
     from raydist.cluster.unit_image import UnitImage, UnitSettings
@@ -124,12 +129,8 @@ class PatchKind:
         agent; then the work tree's changes against the view's initial tree. Raises
         ``UnitInputError`` (``gold_patch_does_not_apply``) when the oracle's gold patch does not
         apply to its base."""
-        from raydist.agents import null, oracle, run_agent
-
         agent_settings = settings.agent_settings
         if settings.agent_kind == "oracle":
-            from raydist.views import PatchApplyError
-
             def record(method: str) -> None:  # which of SWE-bench's methods applied the gold patch
                 view.meta["gold_apply_method"] = method
 
@@ -151,9 +152,6 @@ class PatchKind:
         """The changes as a patch in original coordinates (§III-G), graded (``grade_patch``);
         an agent's empty patch is not graded (``not_graded``). Changes a text patch cannot carry
         (binary files, symlinks) are named in ``view_meta``'s ``recovery_dropped``."""
-        from raydist.grading.apply import is_empty_patch
-        from raydist.views import recover_patch
-
         final = run.changes.final
         original = {path: image.repo.read(path) for path in final}
         patch = recover_patch(original, final)
@@ -242,7 +240,7 @@ class QuestionKind:
         """Raises ``InfrastructureError`` (``judge_unavailable``) when no judge is served and
         ``InputError`` (``no_reference_answer``) for a question without a reference answer."""
         judge = settings.judge
-        if judge is None or judge.endpoint is None:
+        if judge is None or settings.judge_endpoint is None:
             raise InfrastructureError(f"no judge model is served for question {instance.instance_id!r}; set "
                                       "judge.model", cause="judge_unavailable")
         reference = instance.extra.get("reference_answer")
@@ -255,9 +253,6 @@ class QuestionKind:
                   traj_path: Path, instance: Instance, repo, initial: Mapping[str, tuple]) -> AgentRun:
         """The LLM agent with the question prompts, or the oracle submitting the reference answer
         through the view (in view names), or the null agent (an empty answer)."""
-        from raydist.agents import null, run_agent
-        from raydist.agents.scripted import answer
-
         agent = settings.agent_settings
         if settings.agent_kind == "oracle":
             reference = instance.extra["reference_answer"]
@@ -275,14 +270,12 @@ class QuestionKind:
         ``answered`` with the five scores and their mean, and the judge's record (prompt, raw
         replies, scores) as ``grading/<unit>.judge.json``. Raises ``raydist.qa.JudgeUnparseable``
         when the judge never gave the five scores."""
-        from raydist.models.completion import litellm_complete
-        from raydist.qa.judge import judge_answer, load_judge_prompt
-
         judge = settings.judge
         reference = instance.extra["reference_answer"]
         answer = view.translator.to_original(run.outcome.submission).strip()
         t1 = time.time()
-        complete = litellm_complete(judge.endpoint, temperature=judge.temperature, timeout=judge.request_timeout_s)
+        complete = litellm_complete(settings.judge_endpoint, temperature=judge.temperature,
+                                    timeout=judge.request_timeout_s)
         verdict = judge_answer(instance.problem_statement, reference, answer, complete,
                                prompt=load_judge_prompt(judge.prompts_dir), seed=unit.seed,
                                attempts=judge.attempts, max_tokens=judge.max_tokens)

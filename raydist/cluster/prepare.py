@@ -28,6 +28,7 @@ from raydist._util.storage import JsonCache, Storage
 from raydist.cluster.errors import PreparationError
 from raydist.cluster.rewrites import prepare_rewrites, rewrite_gate, with_passing_tests
 from raydist.grading.official import has_eval_script, runner_for
+from raydist.models.completion import litellm_complete
 from raydist.outcomes import InputError
 from raydist.prompts import resolve_prompts_dir
 from raydist.results.sink import Failure
@@ -35,6 +36,7 @@ from raydist.sandbox import Limits, connect, ensure_instance_image
 from raydist.sandbox.official import DEFAULT_NAMESPACE, ensure_official_image, official_repo_dir
 from raydist.tasks.swe_qa import cited_functions, is_qa
 from raydist.views import Prepared, RepoFiles, ViewOptions, levels_needing
+from raydist.views.l1.statement import load_l1_prompts, paraphrase_budget, reconstruct_statement
 
 #: Part of every cache key, per kind: raise one when a change makes that kind's records wrong.
 PREPARATION_VERSION = {"L1": 5, "L4": 4}
@@ -94,7 +96,7 @@ class PrepCache(JsonCache):
     """Preparation records as JSON files ``<key>.json`` of one folder: a path on the driver's
     disk (``<cache_dir>/views``) or a ``Storage`` (``<storage>/_cache/views``). Only the driver
     reads and writes it: a preparation task returns its record, the driver stores it
-    (``raydist.driver.phases.views``) and hands stored records to the units that need them, so
+    (``raydist.cluster.execute.views``) and hands stored records to the units that need them, so
     a record made on any node serves every later launch, on any node, without recomputing."""
 
     def __init__(self, root: str | Path | Storage) -> None:
@@ -122,8 +124,6 @@ def prepare_statement(instance, seed: int, complete: Complete, options: ViewOpti
     Raises ``PreparationError`` when every attempt failed on the LLM call itself (a dead
     server must not be cached as "no paraphrase passed the verifier").
     """
-    from raydist.views.l1.statement import load_l1_prompts, paraphrase_budget, reconstruct_statement
-
     prompts = load_l1_prompts(options.prompts_dir)
     budget = paraphrase_budget(instance.problem_statement, cap=options.l1_max_tokens)
     result = reconstruct_statement(instance.problem_statement, complete, attempts=options.l1_attempts,
@@ -141,8 +141,6 @@ def view_model_complete(endpoint, options: ViewOptions) -> Complete:
     a ``raydist.models.LitellmCompletion`` whose request for ``max_tokens`` may take
     ``options.request_timeout_base_s + max_tokens / options.request_min_tokens_per_s``
     seconds, with litellm_complete's default temperature and retries."""
-    from raydist.models.completion import litellm_complete
-
     return litellm_complete(endpoint, timeout=options.request_timeout_base_s,
                             min_tokens_per_s=options.request_min_tokens_per_s)
 

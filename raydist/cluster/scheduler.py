@@ -12,18 +12,23 @@ import heapq
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from raydist.cluster.unit import UnitSettings, execute_unit
+from raydist.cluster.prepare import run_preparation
+from raydist.cluster.unit import UnitSettings, error_fields, execute_unit
 from raydist.cluster.unit_key import RunUnit
 from raydist.outcomes import RetryPolicy, classify_exception
 from raydist.results.sink import Failure, error_row, task_failure
+from raydist.sandbox import connect, ensure_instance_image
 
 if TYPE_CHECKING:
     from raydist.models import ModelEndpoint
     from raydist.tasks import Instance
+
+DEFAULT_RETRY = RetryPolicy()
+"""The default ``retry`` of ``run_units``: ``RetryPolicy``'s defaults."""
 
 FAILURE = "__raydist_failure__"
 """Key of the dict a preparation task returns instead of a record when it failed."""
@@ -31,26 +36,43 @@ FAILURE = "__raydist_failure__"
 
 @dataclass(frozen=True)
 class RayOptions:
-    """``address``: None starts a local Ray on loopback; "auto" joins a running cluster.
-    ``sandbox_resource``/``sandbox_per_unit``: the custom Ray resource of a node that runs
-    Docker work (``launch/ray_start.sh`` advertises one per CPU) and how much of it each unit,
-    image build and view preparation holds (0: ask for none).
-    ``dashboard``: a local Ray also starts its dashboard (127.0.0.1 only), where units' tasks
-    show under their names (``unit_task_name``). ``retry``: how a unit that ended in an
-    infrastructure error runs again in this launch. ``worker_lease_s``: how long the driver
-    may keep a node's worker for its next queued task (``hold_worker_leases``); above 0."""
+    """``cluster``: where units run and how many at once (part of no unit key). Each unit's
+    task shows in Ray's dashboard and ``ray list tasks`` under its name (``unit_task_name``)."""
 
     address: str | None = None
+    """null: a local Ray on loopback; ``auto``: the cluster this node belongs to; ``ray://host:10001``:
+    Ray Client. A dashboard URL (``http://host:8265``) takes jobs, not drivers: submit the
+    launch there with ``ray job submit`` instead."""
     max_concurrency: int = 2
+    """Run units in flight at once (at least 1). Above the cluster's slots, the surplus waits in
+    Ray's queue and a node starts its next unit as one ends, without the driver's round trip."""
     cpus_per_unit: float = 0.5
+    """Ray CPU reservation of one unit (the container has its own limit); above 0."""
     image_build_cpus: float = 1.0
+    """Ray CPU reservation of one image build."""
     sandbox_resource: str = "sandbox"
+    """Custom Ray resource of the nodes that run Docker work (``launch/ray_start.sh`` and a local
+    Ray advertise ``sandbox``, one per CPU); units, image builds and view preparations ask for it."""
     sandbox_per_unit: float = 1.0
+    """How much of ``sandbox_resource`` one unit holds (0: ask for none, for a cluster that does
+    not advertise it); a launch whose cluster has no node with it fails at once, naming it."""
     dashboard: bool = False
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    """A local Ray (no ``address``) also starts Ray's dashboard, on 127.0.0.1 only."""
     worker_lease_s: float = 60.0
+    """Seconds the driver may keep a node's Ray worker for its next queued unit (above 0; ``hold_worker_leases``)."""
 
     def __post_init__(self) -> None:
+        address = self.address if isinstance(self.address, str) else ""
+        if address.startswith(("http://", "https://")):
+            raise ValueError(
+                f"cluster.address={address}: that is the Ray dashboard (job submission) address, which runs "
+                f"jobs, not drivers; submit the launch to it: `ray job submit --address {address} "
+                "--working-dir . -- python -m raydist.launch cluster=remote` (or raydist.launch_problems), or "
+                "give cluster.address=auto on a node of the cluster, or ray://<head>:10001 (Ray Client)")
+        if int(self.max_concurrency) < 1:
+            raise ValueError(f"cluster.max_concurrency={self.max_concurrency}: must be at least 1")
+        if float(self.cpus_per_unit) <= 0:
+            raise ValueError(f"cluster.cpus_per_unit={self.cpus_per_unit}: must be above 0")
         if not float(self.worker_lease_s) > 0:
             raise ValueError(f"cluster.worker_lease_s={self.worker_lease_s}: must be above 0 (seconds)")
         if self.sandbox_resource in RAY_RESOURCES or not self.sandbox_resource:
@@ -187,9 +209,6 @@ def _remote_prepare():
     @ray.remote(max_retries=0)
     def prepare(task, instance: Instance, options, endpoint: ModelEndpoint | None,
                 settings: UnitSettings) -> dict:
-        from raydist.cluster.prepare import run_preparation
-        from raydist.cluster.unit import error_fields
-
         try:
             return run_preparation(task, instance, options, endpoint=endpoint, docker_host=settings.docker_host,
                                    base_image=settings.base_image, cache_dir=settings.cache_dir,
@@ -309,8 +328,6 @@ def _remote_image():
 
     @ray.remote(max_retries=0)
     def build_image(recipe, docker_host, base_tag, cache_dir) -> str:
-        from raydist.sandbox import connect, ensure_instance_image
-
         return ensure_instance_image(connect(docker_host), recipe, base_tag=base_tag,
                                      cache_dir=Path(cache_dir)).tag
 
@@ -352,6 +369,7 @@ def run_units(
     prepared: dict | None = None,
     execute: Callable[..., dict] = execute_unit,
     stop: Callable[[], object] | None = None,
+    retry: RetryPolicy = DEFAULT_RETRY,
 ) -> list[RunUnit]:
     """Run ``units`` with at most ``options.max_concurrency`` in flight; ``on_row`` gets
     each row at once, with the ``node`` and ``node_ip`` that ran it (``node_fields``);
@@ -362,7 +380,7 @@ def run_units(
     ``ClusterTooSmall`` before submitting anything when no node has both.
 
     A unit whose row is an ``infrastructure_error`` (or whose task died: worker killed, node
-    lost) runs again after ``options.retry``'s backoff, at most ``options.retry.max_attempts``
+    lost) runs again after ``retry``'s backoff, at most ``retry.max_attempts``
     times in all; every attempt's row goes to ``on_row`` (the last one stays), with
     ``attempts`` counting the tries. Input errors and bugs never run again. A unit whose node
     is lost mid-run is such a task: it runs again on a node that is left (its error row of
@@ -382,11 +400,11 @@ def run_units(
             row = error_row(unit, task_failure(f"run unit task failed: {error}"))
         attempts[unit.key] = attempts.get(unit.key, 0) + 1
         row = {**row, "attempts": attempts[unit.key]}
-        delay = options.retry.delay(attempts[unit.key], row.get("outcome"), row.get("retry_after"))
+        delay = retry.delay(attempts[unit.key], row.get("outcome"), row.get("retry_after"))
         on_row(row)
         if delay is not None:
             print(f"  {unit.instance_id} {unit.level} seed {unit.seed}: {row.get('error_cause')} "
-                  f"(attempt {attempts[unit.key]} of {options.retry.max_attempts}); again in {delay:g} s",
+                  f"(attempt {attempts[unit.key]} of {retry.max_attempts}); again in {delay:g} s",
                   flush=True)
         elif progress:
             progress.finished(row)

@@ -18,7 +18,11 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from raydist.cluster.scheduler import RayOptions, init_ray
+from raydist.models.endpoint import ModelEndpoint
+from raydist.models.pricing import register_local_model
 from raydist.models.process import DEFAULT_HOST, ModelServerError
+from raydist.models.server import ModelServer
 from raydist.models.supervisor import SupervisorPolicy
 
 
@@ -37,8 +41,6 @@ def serve_model(model: str, model_cfg: dict | None) -> Iterator:
     and ``{llama_server}`` (``raydist.models.llama_server``) are filled in by the server actor. Raises
     ``ModelServerError`` with the server's log tail when a local server does not start, and
     naming the entry when the cluster has too few GPUs or CPUs for it (``check_placeable``)."""
-    from raydist.models.endpoint import ModelEndpoint
-
     if model_cfg is None:
         yield ModelEndpoint(litellm_model=model)
         return
@@ -48,8 +50,6 @@ def serve_model(model: str, model_cfg: dict | None) -> Iterator:
                             grammar_server=model_cfg.get("grammar_server", "none"))
         return
     import ray
-
-    from raydist.models.pricing import register_local_model
 
     replicas = replica_count(model, model_cfg)
     # The entry's own settings are checked before the cluster is asked anything about it.
@@ -96,8 +96,6 @@ def serve_for_command(model: str, model_cfg: dict | None, ray_options=None) -> I
     (``raydist.cluster.scheduler.init_ray`` with ``ray_options``, default ``RayOptions()``) to run
     its server actor; any other model is reached as it is. Yields the ``ModelEndpoint``."""
     if model_cfg is not None and model_cfg.get("command"):
-        from raydist.cluster.scheduler import RayOptions, init_ray
-
         init_ray(ray_options or RayOptions())
     with serve_model(model, model_cfg) as endpoint:
         yield endpoint
@@ -106,8 +104,6 @@ def serve_for_command(model: str, model_cfg: dict | None, ray_options=None) -> I
 def _server_actor(name: str, namespace: str, model_cfg: dict, group, index: int):
     """``ModelServer`` with its Ray options: its name, CPUs and GPUs, ``SERVER_RUNTIME_ENV``,
     and with replicas its bundle of the placement group."""
-    from raydist.models.server import ModelServer
-
     options = {"name": name, "namespace": namespace, "num_cpus": model_cfg.get("num_cpus", 1),
                "num_gpus": model_cfg.get("num_gpus", 0), "runtime_env": SERVER_RUNTIME_ENV}
     if group is not None:

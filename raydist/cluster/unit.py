@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from raydist.agents.outcome import exposure_columns
 from raydist.cluster.errors import UnitInputError
 from raydist.cluster.kinds import Score, TaskKind, kind_of
 from raydist.cluster.outputs import read_trajectory, scratch_trajectory
@@ -25,6 +26,8 @@ from raydist.cluster.unit_image import UnitImage, UnitSettings, unit_image
 from raydist.cluster.unit_key import RunUnit
 from raydist.cluster.workspace import install_view
 from raydist.outcomes import BUG, InfrastructureError, agent_exit_of, classify_exception
+from raydist.sandbox import Limits, Sandbox
+from raydist.views import build_view
 
 if TYPE_CHECKING:  # imported where used: the sandbox's Limits loads Docker
     pass
@@ -132,9 +135,6 @@ def run_unit(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared
              kind: TaskKind | None = None) -> UnitResult:
     """Image -> view -> sandbox -> agent -> ``kind.score`` (``kind``: ``kind_of(instance)``).
     Raises what a step raises (``execute_unit`` records it)."""
-    from raydist.sandbox import Limits, Sandbox
-    from raydist.views import build_view
-
     kind = kind or kind_of(instance)
     image = unit_image(instance, settings, tested=kind.needs_tests)
     view = build_view(instance, image.repo, unit.level, unit.seed, settings.view_options, prepared)
@@ -155,8 +155,6 @@ def agent_columns(outcome, view) -> dict:
     """The row columns every agent run fills, patch or question: exit status, steps, tokens,
     cost, the view's size and statement source, the §IV RQ2 action mix, the §III-F exposure
     audit (``view_meta`` with its ``audit``), and the step records (for the steps file)."""
-    from raydist.agents.outcome import exposure_columns
-
     out = {
         "exit_status": outcome.exit_status, "steps": outcome.steps, "input_tokens": outcome.input_tokens,
         "output_tokens": outcome.output_tokens, "cost": outcome.cost, "view_files": len(view.files),

@@ -12,7 +12,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from raydist.cluster.errors import UnitInputError
+from raydist.grading.official import has_eval_script, runner_for
 from raydist.outcomes import InfrastructureError
+from raydist.sandbox import connect, ensure_instance_image
+from raydist.sandbox.official import (
+    OfficialImageMissing,
+    ensure_official_image,
+    official_image_name,
+    official_repo_dir,
+)
+from raydist.views import RepoFiles
 
 if TYPE_CHECKING:  # imported where used: the sandbox's Limits loads Docker
     from raydist.agents.settings import AgentSettings
@@ -42,6 +51,7 @@ class UnitSettings:
     limits: Limits | None = None
     image_namespace: str = "swebench"
     judge: JudgeSettings | None = None  # repository questions: who scores the answers (raydist.qa.judge)
+    judge_endpoint: Any = None  # the served judge's ModelEndpoint (None until the launch serves it)
 
 
 @dataclass(frozen=True)
@@ -67,16 +77,6 @@ def unit_image(instance: Instance, settings: UnitSettings, tested: bool = True) 
     neither, or without a test command when ``tested`` (its task kind runs tests), and
     ``InfrastructureError`` (cause ``official_image``) when the official image is neither here nor
     pullable."""
-    from raydist.grading.official import has_eval_script, runner_for
-    from raydist.sandbox import connect, ensure_instance_image
-    from raydist.sandbox.official import (
-        OfficialImageMissing,
-        ensure_official_image,
-        official_image_name,
-        official_repo_dir,
-    )
-    from raydist.views import RepoFiles
-
     if instance.recipe is None and has_eval_script(instance):
         client = connect(settings.docker_host)
         try:

@@ -22,6 +22,7 @@ from raydist._util.settings import keyless_fields
 from raydist.agents.settings import AgentSettings
 from raydist.cluster.prepare import ANY_INSTANCE, PrepTask, task_key
 from raydist.views import ViewOptions, levels_needing
+from raydist.views.base import TIMING_OPTIONS
 
 SCRIPTED_AGENTS = ("oracle", "null")
 
@@ -62,8 +63,6 @@ def unit_config_hash(agent: str, agent_settings: Mapping, view_options: Mapping,
     prompt files' digest) ``, "model_server"`` (command and weights' sha256)``}``
     (``raydist.driver.plan``). Concurrency, output and cache paths are no part of it: they change
     where and how fast, never what."""
-    from raydist.views.base import TIMING_OPTIONS
-
     view = {name: value for name, value in view_options.items() if name not in TIMING_OPTIONS}
     settings = {name: value for name, value in agent_settings.items() if name not in KEYLESS_AGENT_SETTINGS}
     return stable_hash({"agent": agent, "settings": settings, "view": view, "environment": dict(environment or {})})

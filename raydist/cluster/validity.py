@@ -2,7 +2,7 @@
 view, the oracle agent (the gold patch written through the view) must resolve it and the null
 agent (no change) must not. A view that fails is excluded from the launch and reported, never
 silently used. Gate rows are ordinary unit rows of the scripted agents, kept in
-``<output_root>/<benchmark>/_gate/`` and reused by every later launch (``raydist.driver.phases``
+``<output_root>/<benchmark>/_gate/`` and reused by every later launch (``raydist.cluster.execute``
 runs them); this module only judges them.
 """
 

@@ -10,6 +10,9 @@ import io
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from raydist.agents.scripted import write_file_commands
+from raydist.views.recover import FinalTree, changed_files, tree_entries
+
 if TYPE_CHECKING:
     from raydist.sandbox import Sandbox
     from raydist.views import View
@@ -22,8 +25,6 @@ def install_view(box: Sandbox, view: View) -> dict[str, tuple]:
     """Write the view's files and make the view the repository's only history; return the
     initial tree's entries (``raydist.views.recover.tree_entries``), kept on the host where
     nothing the agent does can reach them: the patch is the diff from this tree."""
-    from raydist.agents.scripted import write_file_commands
-
     # Written by commands, not put_archive, so the files keep belonging to the image's user
     # (an agent that runs unprivileged must be able to edit them).
     for path, text in sorted(view.files.items()):
@@ -48,8 +49,6 @@ def _tree(box: Sandbox, baseline=None):
     """``tree_entries`` of the sandbox's /testbed, read through Docker's archive API (not the
     agent's tools or git); a /testbed the agent removed reads as an empty tree."""
     from docker.errors import NotFound
-
-    from raydist.views.recover import tree_entries
 
     try:
         stream, _ = box.container.get_archive("/testbed")
@@ -83,8 +82,6 @@ def read_changes(box: Sandbox, initial: dict[str, tuple], repo):
     (``raydist.views.recover.changed_files``), whatever the agent did to ``.git`` (commit,
     stash, branches, removal). New files the repository's own ignore rules ignore (build
     output, virtualenvs) are not part of it."""
-    from raydist.views.recover import FinalTree, changed_files
-
     final_entries, contents = _tree(box, baseline=initial)
     added = [p for p in final_entries if p not in initial]
     ignored = set(_ignored(added, Path(repo.root)))

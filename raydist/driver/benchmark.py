@@ -13,6 +13,11 @@ from typing import Any
 
 from omegaconf import MISSING
 
+from raydist.recall.select import select_by_leakage
+from raydist.tasks import load_instances
+from raydist.tasks.selection import dataset_source, select_instances
+from raydist.tasks.swe_qa import load_swe_qa
+
 
 @dataclass
 class BenchmarkConfig:
@@ -67,8 +72,6 @@ def _ids(value) -> list[str] | None:
 
 
 def _swe_qa(source: str, bench) -> list:
-    from raydist.tasks.swe_qa import load_swe_qa
-
     repositories = bench.get("repositories")
     if not repositories:
         raise ValueError("benchmark.format=swe_qa needs benchmark.repositories, e.g. [flask]")
@@ -88,9 +91,6 @@ def load_benchmark(bench) -> list:
     cannot be read, with the advice to give a local file; a ``leakage`` table that is missing or
     holds none of the instances, an unknown ``min_leakage``), ``FileNotFoundError`` for a missing
     file and ``MalformedInstance`` naming the file and line of a bad row."""
-    from raydist.tasks import load_instances
-    from raydist.tasks.selection import dataset_source, select_instances
-
     if not hasattr(bench, "get"):  # a BenchmarkConfig: read as the DictConfig node is
         bench = {key: getattr(bench, key) for key in bench.__dataclass_fields__}
     source, path = bench.get("source"), bench.get("path")
@@ -119,8 +119,6 @@ def load_benchmark(bench) -> list:
     chosen = select_instances(instances, instance_ids=instance_ids, filter=str(bench.get("filter") or ""),
                               slice_spec=str(bench.get("slice") or ""))
     if bench.get("leakage"):
-        from raydist.recall.select import select_by_leakage
-
         chosen = select_by_leakage(chosen, str(bench.get("leakage")), str(bench.get("min_leakage") or "repair_logic"))
     limit = bench.get("limit")
     if limit is not None and limit < 0:

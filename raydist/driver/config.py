@@ -3,9 +3,10 @@ and one docstring per field. ``conf/config.yaml`` and its groups only select and
 
 The runtime dataclasses are the nodes themselves: ``view`` is ``raydist.views.ViewOptions``,
 ``sandbox.limits`` is ``raydist.sandbox.Limits``, ``budget`` is
-``raydist.models.admission.Budget``; ``check_config`` returns a ``LaunchConfig`` holding
-them, and ``raydist.driver.plan.plan_job`` plans from it. ``cluster`` and ``resume`` take
-their defaults from ``RayOptions`` and ``RetryPolicy``. Whether a field is part of a unit's
+``raydist.models.admission.Budget``, ``cluster`` is ``raydist.cluster.scheduler.RayOptions``,
+``resume`` is ``raydist.outcomes.RetryPolicy``, ``judge`` is ``raydist.qa.judge.JudgeSettings``;
+``check_config`` returns a ``LaunchConfig`` holding them, and ``raydist.driver.plan.plan_job``
+plans from it. Whether a field is part of a unit's
 key is declared on it (``raydist._util.settings.keyless``); ``UNNAMED_OVERRIDES`` and the
 unit key's own lists derive from those marks. The schema is
 registered in Hydra's ConfigStore as ``launch_schema`` (the first entry of config.yaml's
@@ -26,19 +27,20 @@ from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from raydist._util.folders import CACHE_DIR, DATA_ROOT, OUTPUT_ROOT
 from raydist._util.settings import SettingsError, build, keyless, keyless_fields, keyless_paths, node_types, structured
+from raydist._util.storage import StorageError, check_storage_uri
 from raydist.agents.settings import AGENT_KINDS, AgentSettings, default_agents
 from raydist.cluster.scheduler import RayOptions
 from raydist.driver.benchmark import BenchmarkConfig
-from raydist.driver.judge import JudgeConfig
 from raydist.models.admission import Budget
 from raydist.outcomes import RetryPolicy
+from raydist.qa.judge import JudgeSettings
 from raydist.sandbox.limits import Limits
 from raydist.views.base import ViewOptions
 
-_RAY, _RETRY = RayOptions(), RetryPolicy()
 
 class ConfigError(ValueError):
     """A setting that is not allowed; the message names the key and what it accepts."""
@@ -71,65 +73,6 @@ class SandboxConfig:
 
 
 @dataclass
-class ClusterConfig:
-    """``cluster``: where units run (``raydist.cluster.scheduler.RayOptions``)."""
-
-    address: str | None = _RAY.address
-    """null: a local Ray on loopback; ``auto``: the cluster this node belongs to; ``ray://host:10001``:
-    Ray Client. A dashboard URL (``http://host:8265``) takes jobs, not drivers: submit the
-    launch there with ``ray job submit`` instead."""
-    max_concurrency: int = _RAY.max_concurrency
-    """Run units in flight at once (at least 1). Above the cluster's slots, the surplus waits in
-    Ray's queue and a node starts its next unit as one ends, without the driver's round trip."""
-    cpus_per_unit: float = _RAY.cpus_per_unit
-    """Ray CPU reservation of one unit (the container has its own limit); above 0."""
-    image_build_cpus: float = _RAY.image_build_cpus
-    """Ray CPU reservation of one image build."""
-    sandbox_resource: str = _RAY.sandbox_resource
-    """Custom Ray resource of the nodes that run Docker work (``launch/ray_start.sh`` and a local
-    Ray advertise ``sandbox``, one per CPU); units, image builds and view preparations ask for it."""
-    sandbox_per_unit: float = _RAY.sandbox_per_unit
-    """How much of ``sandbox_resource`` one unit holds (0: ask for none, for a cluster that does
-    not advertise it); a launch whose cluster has no node with it fails at once, naming it."""
-    dashboard: bool = _RAY.dashboard
-    """A local Ray (no ``address``) also starts Ray's dashboard, on 127.0.0.1 only; each unit's
-    task shows there (and in ``ray list tasks``) as ``<instance_id>/<level>/s<seed>/<key>``."""
-    worker_lease_s: float = _RAY.worker_lease_s
-    """Seconds the driver may keep a node's Ray worker for its next queued unit (above 0; ``hold_worker_leases``)."""
-
-    def __post_init__(self) -> None:
-        address = self.address if isinstance(self.address, str) else ""
-        if address.startswith(("http://", "https://")):
-            raise ConfigError(
-                f"cluster.address={address}: that is the Ray dashboard (job submission) address, which runs "
-                f"jobs, not drivers; submit the launch to it: `ray job submit --address {address} "
-                "--working-dir . -- python -m raydist.launch cluster=remote` (or raydist.launch_problems), or "
-                "give cluster.address=auto on a node of the cluster, or ray://<head>:10001 (Ray Client)")
-        if int(self.max_concurrency) < 1:
-            raise ConfigError(f"cluster.max_concurrency={self.max_concurrency}: must be at least 1")
-        if float(self.cpus_per_unit) <= 0:
-            raise ConfigError(f"cluster.cpus_per_unit={self.cpus_per_unit}: must be above 0")
-        _build("cluster", RayOptions, self)
-
-
-@dataclass
-class ResumeConfig:
-    """``resume``: what runs again (``raydist.outcomes.RetryPolicy``); part of no key."""
-
-    retry_errors: bool = True
-    """Units whose row records an infrastructure error run again on the next launch."""
-    max_attempts: int = _RETRY.max_attempts
-    """Tries in all of a unit ending in an infrastructure error, within one launch."""
-    backoff_s: float = _RETRY.backoff_s
-    """Wait after attempt n: backoff_s * 2^(n-1) seconds (or the server's Retry-After)."""
-    backoff_max_s: float = _RETRY.backoff_max_s
-    """Longest wait between attempts."""
-
-    def __post_init__(self) -> None:
-        _build("resume", RetryPolicy, self, skip=("retry_errors",))
-
-
-@dataclass
 class LaunchConfig:
     """The main job: model x agent x level x seed over the instances of one benchmark."""
 
@@ -152,17 +95,18 @@ class LaunchConfig:
     model and its prompts, its request timing (part of no key)."""
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
-    cluster: ClusterConfig = keyless(default_factory=ClusterConfig)
-    """Where units run and how many at once (part of no key)."""
-    resume: ResumeConfig = keyless(default_factory=ResumeConfig)
-    """What runs again (part of no key)."""
+    cluster: RayOptions = keyless(default_factory=RayOptions)
+    """Where units run and how many at once (``raydist.cluster.scheduler.RayOptions``; part of no key)."""
+    resume: RetryPolicy = keyless(default_factory=RetryPolicy)
+    """What runs again (``raydist.outcomes.RetryPolicy``; part of no key)."""
     budget: Budget = keyless(default_factory=Budget)
     """The most this launch may spend on model calls, over every call (agents, L1/L4 view
     building; ``raydist.models.admission.Budget``: ``usd`` in litellm's prices, local models
     cost 0; ``tokens``, prompt plus completion; null: no bound). When spent, no new unit or
     view preparation starts; those in flight finish. Units never started have no row: the
     summary names them and the next launch (with a larger budget) runs them. Part of no key."""
-    judge: JudgeConfig = field(default_factory=JudgeConfig)
+    judge: JudgeSettings = field(default_factory=JudgeSettings)
+    """Who scores repository answers (``raydist.qa.judge.JudgeSettings``); part of question units' keys."""
     agents: dict[str, Any] = field(default_factory=default_agents)
     """Named agents: ``kind`` (llm, oracle, null) plus fields of ``raydist.agents.AgentSettings``;
     ``miniswe`` (mini-swe-agent), ``oracle`` and ``null`` by default (``default_agents``)."""
@@ -185,8 +129,6 @@ class LaunchConfig:
     null: everything stays on the driver's disk (``raydist._util.storage``)."""
 
     def __post_init__(self) -> None:
-        from raydist._util.storage import StorageError, check_storage_uri
-
         if self.storage is not None and "${" not in self.storage:
             try:
                 check_storage_uri(self.storage)
@@ -206,23 +148,9 @@ UNNAMED_OVERRIDES = ("benchmark", "benchmark.name", "agent", "model", "levels", 
                      *(f"agents.*.{name}" for name in keyless_fields(AgentSettings)))
 
 
-def _build(key: str, cls: type, node: Any, skip: tuple[str, ...] = ()) -> None:
-    """Construct ``cls`` from the fields of ``node`` so its own checks run; ``ConfigError``
-    naming ``key`` on failure. Unresolved interpolations are left to later resolution."""
-    values = {f.name: getattr(node, f.name) for f in fields(node) if f.name not in skip}
-    if any(isinstance(v, str) and "${" in v for v in values.values()):
-        return
-    try:
-        cls(**values)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{key}: {exc}") from exc
-
-
 def check_agents(agents: dict) -> None:
     """Every entry of ``agents`` has a ``kind`` of ``AGENT_KINDS`` and only fields of
     ``AgentSettings`` with values it accepts. Raises ``ConfigError`` naming the key."""
-    from raydist.agents.settings import AgentSettings
-
     allowed = [f.name for f in fields(AgentSettings)]
     for name, entry in agents.items():
         entry = dict(entry or {})
@@ -255,7 +183,7 @@ SHARED_GROUPS = ("benchmark", "sandbox", "cluster")
 def check_group(key: str, values: Any) -> Any:
     """The ``benchmark``, ``sandbox`` or ``cluster`` group (``key``) of any launcher, ``values``
     a mapping as composed, as its schema node (``BenchmarkConfig``, ``SandboxConfig``,
-    ``ClusterConfig``) with every check of that node run: the one check of these groups, for
+    ``RayOptions``) with every check of that node run: the one check of these groups, for
     the problems launcher and the recall probe too. Raises
     ``ConfigError`` naming the first bad key (e.g. ``cluster.address=http://...``)."""
     if key not in SHARED_GROUPS:
@@ -271,8 +199,6 @@ def _checked(cfg: DictConfig, key: str | None = None) -> Any:
     """``cfg`` merged onto ``LaunchConfig`` and built into its dataclasses (the runtime ones:
     ``ViewOptions``, ``Limits``, ``Budget``...), every node's checks run; only node ``key`` is
     built when given. Raises ``ConfigError`` naming the first bad key."""
-    from omegaconf.errors import OmegaConfBaseException
-
     try:
         merged = OmegaConf.merge(structured(LaunchConfig), cfg)
         if key is None:

@@ -17,9 +17,13 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from omegaconf import DictConfig
+import pyarrow.parquet as pq
 
-from raydist.driver.plan import Job
+from raydist.cluster.job import Job
+from raydist.cluster.prepare import preparation_tasks
+from raydist.models.pricing import UnknownPrice, price_per_token
+from raydist.outcomes import FINISHED
+from raydist.results import ResultStore
 
 
 @dataclass(frozen=True)
@@ -36,19 +40,13 @@ def finished_keys(job: Job) -> set[str]:
     """Keys of ``job``'s units with a finished row in its run directory (read only)."""
     if not (job.run_dir / "rows").is_dir():
         return set()
-    from raydist.results import ResultStore
-
-    return ResultStore(job.run_dir).finished_keys([u.key for u in job.units], retry_errors=job.retry_errors)
+    return ResultStore(job.run_dir).finished_keys([u.key for u in job.units], retry_errors=job.retry.retry_errors)
 
 
-def measured_unit_seconds(job: Job, output_root: str | Path, benchmark: str) -> list[float]:
+def measured_unit_seconds(job: Job) -> list[float]:
     """``wall_seconds`` of every finished unit in the ``runs.parquet`` tables below
-    ``<output_root>/<benchmark>/<agent>/<model>/``."""
-    import pyarrow.parquet as pq
-
-    from raydist.outcomes import FINISHED
-
-    folder = Path(output_root) / benchmark / job.agent / job.model.name
+    ``<output_root>/<benchmark>/<agent>/<model>/`` of ``job``."""
+    folder = Path(job.output_root) / job.benchmark / job.agent / job.model.name
     seconds = []
     for table in sorted(folder.glob("**/runs.parquet")) if folder.is_dir() else []:
         try:
@@ -76,8 +74,6 @@ def estimate(job: Job, todo: int, measured: list[float]) -> Estimate:
         cost = 0.0
         basis.append("cost: 0 (no model, or a model raydist serves)")
     else:
-        from raydist.models.pricing import UnknownPrice, price_per_token
-
         try:
             _, output_price = price_per_token(job.model.name)
         except UnknownPrice as exc:
@@ -96,10 +92,8 @@ def estimate(job: Job, todo: int, measured: list[float]) -> Estimate:
     return Estimate(seconds, cost, "; ".join(basis))
 
 
-def plan_text(job: Job, cfg: DictConfig) -> str:
-    """The dry run's report of ``job`` (composed from ``cfg``)."""
-    from raydist.cluster.prepare import preparation_tasks
-
+def plan_text(job: Job) -> str:
+    """The dry run's report of ``job``."""
     done = set() if job.keys_unknown else finished_keys(job)
     todo = [u for u in job.units if u.key not in done]
     instances = sorted({u.instance_id for u in job.units})
@@ -126,13 +120,13 @@ def plan_text(job: Job, cfg: DictConfig) -> str:
     if tasks:
         lines.append("view preparations: " + ", ".join(f"{kind}: {n}" for kind, n in sorted(tasks.items()))
                      + f" (view model {job.view_model.name}; cached ones cost nothing)")
-    result = estimate(job, len(todo), measured_unit_seconds(job, cfg.output_root, str(cfg.benchmark.name)))
+    result = estimate(job, len(todo), measured_unit_seconds(job))
     time_text = "unknown" if result.seconds is None else f"{result.seconds / 60:.1f} min"
     cost_text = "unknown" if result.cost is None else f"${result.cost:.4f}"
     lines += [f"estimated time: {time_text}; estimated cost: {cost_text}", f"  ({result.basis})"]
     return "\n".join(lines) + "\n"
 
 
-def print_plan(job: Job, cfg: DictConfig) -> None:
+def print_plan(job: Job) -> None:
     """Print ``plan_text``."""
-    print(plan_text(job, cfg), end="", flush=True)
+    print(plan_text(job), end="", flush=True)

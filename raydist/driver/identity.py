@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from raydist._util.hashing import file_sha256, stable_hash
+from raydist.agents.settings import PROMPT_FILES, AgentSettings
+from raydist.prompts import resolve_prompts_dir
 
 
 class IdentityError(ValueError):
@@ -18,9 +20,6 @@ class WeightsUnavailable(IdentityError):
 def agent_prompts_digest(agent: str, agent_cfg: dict) -> str:
     """sha256 (16 hex) of the agent's prompt templates' bytes (``agents.<agent>.prompts_dir``).
     Raises ``IdentityError`` naming a missing file and the files the folder must hold."""
-    from raydist.agents.settings import PROMPT_FILES, AgentSettings
-    from raydist.prompts import resolve_prompts_dir
-
     folder = resolve_prompts_dir(agent_cfg.get("prompts_dir") or AgentSettings().prompts_dir)
     try:
         return stable_hash({name: file_sha256(folder / f"{name}.j2") for name in PROMPT_FILES})

@@ -9,21 +9,30 @@ nothing: no Docker, no Ray, no model; it never assembles or downloads a model's 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
+from omegaconf.errors import OmegaConfBaseException
 
+from raydist._util.hashing import stable_hash
 from raydist._util.run_dirs import GATE_DIR
+from raydist._util.storage import StorageError, cache_storage, mirror_of
 from raydist.agents.settings import AgentSettings
+from raydist.cluster.job import GatePlan, Job, ServedModel
 from raydist.cluster.kinds import kinds_of
-from raydist.cluster.scheduler import RayOptions
+from raydist.cluster.serving import server_arguments
 from raydist.cluster.unit import UnitSettings
 from raydist.cluster.unit_key import SCRIPTED_AGENTS, RunUnit, plan_units
+from raydist.driver.benchmark import load_benchmark
 from raydist.driver.config import ConfigError, LaunchConfig, check_config
 from raydist.driver.identity import IdentityError, WeightsUnavailable, agent_prompts_digest, model_identity
-from raydist.models.admission import Budget
+from raydist.models.endpoint import UnknownModel, check_model_name
+from raydist.models.process import ModelServerError
+from raydist.qa.judge import load_judge_prompt
+from raydist.tasks import MalformedInstance
+from raydist.views import level_specs, levels_needing
 
 
 class JobError(Exception):
@@ -31,78 +40,14 @@ class JobError(Exception):
     to do. A failure of the machine or a service is ``raydist.outcomes.InfrastructureError``."""
 
 
-@dataclass(frozen=True)
-class ServedModel:
-    """A model a phase talks to: its ``name`` (litellm or ``local_models`` key), its
-    ``local_models`` entry (None: hosted, nothing to serve) and its ``identity`` (what unit and
-    preparation keys hash: ``raydist.driver.identity.model_identity``)."""
-
-    name: str
-    local: Mapping[str, Any] | None = None
-    identity: str = ""
-
-
-@dataclass(frozen=True)
-class GatePlan:
-    """The validity gate's oracle and null units over the launch's views, the settings of
-    each scripted agent, and the run directory their rows share across launches."""
-
-    units: tuple[RunUnit, ...]
-    settings: Mapping[str, UnitSettings]
-    store_dir: Path
-
-
-@dataclass(frozen=True)
-class Job:
-    """One launch as data: the units, their instances and the settings of every phase."""
-
-    units: tuple[RunUnit, ...]
-    instances: Mapping[str, Any]
-    settings: UnitSettings
-    ray: RayOptions
-    agent: str
-    model: ServedModel  # the agent's model; ``local`` None for hosted models and scripted agents
-    view_model: ServedModel
-    run_dir: Path
-    retry_errors: bool
-    title: str
-    gate: GatePlan | None = None  # None: not gated (scripted agents, gate=false, or questions)
-    judge: ServedModel | None = None  # the judge of repository answers; None: no question in the launch
-    keys_unknown: str = ""  # a dry run without a model's weights: why the unit keys are not a run's
-    budget: Budget = Budget()  # what this launch may spend on model calls (no bound by default)
-    storage: str | None = None  # ``storage=`` (``raydist._util.storage``); None: the driver's disk only
-    output_root: Path = Path("runs")
-
-    def mirror(self, folder: Path):
-        """The ``Storage`` run directory ``folder`` (``run_dir``, the gate's ``store_dir``) is
-        mirrored to, None without ``storage`` (``raydist._util.storage.mirror_of``)."""
-        from raydist._util.storage import mirror_of
-
-        return mirror_of(self.storage, folder, self.output_root)
-
-    def cache(self, kind: str):
-        """Where the shared cache ``kind`` (``"views"``) lives: ``<storage>/_cache/<kind>``, or
-        ``<cache_dir>/<kind>`` on the driver's disk (``raydist._util.storage.cache_storage``)."""
-        from raydist._util.storage import cache_storage
-
-        return cache_storage(self.storage, self.settings.cache_dir, kind)
-
-    @classmethod
-    def from_config(cls, cfg: DictConfig, run_dir: str | Path) -> Job:
-        """``plan_job``."""
-        return plan_job(cfg, run_dir)
-
-
 def plan_job(cfg: DictConfig, run_dir: str | Path) -> Job:
     """Resolve and validate ``cfg`` (composed from ``conf/config.yaml``) into a ``Job`` whose
     rows go to ``run_dir``. Raises ``JobError`` naming the bad input. A dry run
     (``cfg.dry_run``) whose model weights are not installed plans all the same, with
     ``Job.keys_unknown`` saying why its keys cannot be a run's."""
-    from omegaconf.errors import OmegaConfBaseException
-
     try:
         return _plan(check_config(cfg), Path(run_dir))
-    except (ConfigError, IdentityError) as exc:
+    except (ConfigError, IdentityError, StorageError) as exc:
         raise JobError(str(exc)) from exc
     except OmegaConfBaseException as exc:
         key = getattr(exc, "full_key", None) or "?"
@@ -174,7 +119,7 @@ def _plan(cfg: LaunchConfig, run_dir: Path) -> Job:
         cache_dir=str(cache_dir), run_dir=str(run_dir),
         docker_host=sandbox.docker_host, base_image=sandbox.base_image, network=sandbox.network,
         limits=sandbox.limits, grading_timeout_s=float(sandbox.grading_timeout_s),
-        image_namespace=str(sandbox.image_namespace), judge=None if judge is None else judge[2],
+        image_namespace=str(sandbox.image_namespace), judge=None if judge is None else cfg.judge,
     )
     if needs_view_model:
         _check_model(view_name, view_local)
@@ -187,44 +132,38 @@ def _plan(cfg: LaunchConfig, run_dir: Path) -> Job:
             kind_of = scripted.pop("kind")
             gate_settings[name] = replace(settings, agent_kind=kind_of, agent_settings=AgentSettings(**scripted))
             gate_units += plan_for(name, scripted, scripted_environment)
-        gate = GatePlan(tuple(gate_units), gate_settings, Path(cfg.output_root) / str(cfg.benchmark.name) / GATE_DIR)
+        gate_dir = Path(cfg.output_root) / str(cfg.benchmark.name) / GATE_DIR
+        gate = GatePlan(tuple(gate_units), gate_settings, gate_dir, mirror_of(cfg.storage, gate_dir, cfg.output_root))
     title = f"raydist: {cfg.benchmark.name} / {agent}" + ("" if agent in SCRIPTED_AGENTS else f" / {model}")
     return Job(units=units, instances={i.instance_id: i for i in instances}, settings=settings,
-               ray=_ray_options(cfg), agent=agent, model=ServedModel(model, local if kind == "llm" else None),
-               view_model=view_model, run_dir=run_dir, retry_errors=bool(cfg.resume.retry_errors), title=title,
+               ray=cfg.cluster, retry=cfg.resume, agent=agent,
+               model=ServedModel(model, local if kind == "llm" else None),
+               view_model=view_model, run_dir=run_dir, title=title,
                gate=gate, judge=None if judge is None else judge[0],
-               keys_unknown="; ".join(dict.fromkeys(unknown or [])),
-               budget=cfg.budget,
-               storage=None if cfg.storage is None else str(cfg.storage), output_root=Path(cfg.output_root))
+               keys_unknown="; ".join(dict.fromkeys(unknown or [])), budget=cfg.budget, storage=cfg.storage,
+               views_cache=cache_storage(cfg.storage, cache_dir, "views"),
+               mirror=mirror_of(cfg.storage, run_dir, cfg.output_root), benchmark=str(cfg.benchmark.name),
+               output_root=Path(cfg.output_root))
 
 
 def _judge(cfg: LaunchConfig, local_models: dict, cache_dir: Path, unknown):
     """For a launch with repository questions (``raydist.cluster.kinds.QuestionKind.served``):
-    ``(ServedModel of the judge, what the unit keys hash of it, JudgeSettings)``. Raises
-    ``JobError`` for a judge model that cannot be served."""
-    from raydist._util.hashing import stable_hash
-    from raydist.qa.judge import JudgeSettings, load_judge_prompt
-
-    conf = asdict(cfg.judge)
-    if int(conf["attempts"]) < 1:
-        raise JobError(f"judge.attempts={conf['attempts']}: give at least 1")
-    name = str(conf["model"])
-    local = local_models.get(name)
+    ``(ServedModel of the judge, what the unit keys hash of it)``. Raises ``JobError`` for a
+    judge model that cannot be served or a prompts folder without ``qa_judge.j2``."""
+    judge = cfg.judge
+    local = local_models.get(judge.model)
     try:
-        _check_model(name, local)
+        _check_model(judge.model, local)
     except JobError as exc:
-        raise JobError(f"judge.model={name}: {exc}") from exc
+        raise JobError(f"judge.model={judge.model}: {exc}") from exc
     try:
-        prompt = load_judge_prompt(conf["prompts_dir"])
+        prompt = load_judge_prompt(judge.prompts_dir)
     except FileNotFoundError as exc:
-        raise JobError(f"judge.prompts_dir={conf['prompts_dir']}: {exc}") from exc
-    identity = _model_identity(name, local, cache_dir, unknown) if local else name
-    hashed = {"model": identity, "prompt": stable_hash(prompt), "attempts": int(conf["attempts"]),
-              "max_tokens": int(conf["max_tokens"]), "temperature": float(conf["temperature"])}
-    settings = JudgeSettings(model=name, attempts=int(conf["attempts"]), max_tokens=int(conf["max_tokens"]),
-                             temperature=float(conf["temperature"]),
-                             request_timeout_s=float(conf["request_timeout_s"]), prompts_dir=str(conf["prompts_dir"]))
-    return ServedModel(name, local, identity), hashed, settings
+        raise JobError(f"judge.prompts_dir={judge.prompts_dir}: {exc}") from exc
+    identity = _model_identity(judge.model, local, cache_dir, unknown) if local else judge.model
+    hashed = {"model": identity, "prompt": stable_hash(prompt), "attempts": int(judge.attempts),
+              "max_tokens": int(judge.max_tokens), "temperature": float(judge.temperature)}
+    return ServedModel(judge.model, local, identity), hashed
 
 
 def _model_identity(name: str, entry: dict | None, cache_dir: Path, unknown: list[str] | None) -> str:
@@ -239,18 +178,7 @@ def _model_identity(name: str, entry: dict | None, cache_dir: Path, unknown: lis
         return name
 
 
-def _ray_options(cfg: LaunchConfig) -> RayOptions:
-    from raydist.outcomes import RetryPolicy
-
-    resume = cfg.resume
-    retry = RetryPolicy(max_attempts=int(resume.max_attempts), backoff_s=float(resume.backoff_s),
-                        backoff_max_s=float(resume.backoff_max_s))
-    return RayOptions(**asdict(cfg.cluster), retry=retry)
-
-
 def _needs_view_model(level: str, view_options: dict) -> bool:
-    from raydist.views import levels_needing
-
     needs = levels_needing(level)
     return "L1" in needs or ("L4" in needs and int(view_options.get("l4_llm_attempts", 0)) > 0)
 
@@ -266,11 +194,7 @@ def _check_model(model: str, local: Mapping[str, Any] | None) -> None:
     """A hosted model's name must be one litellm knows; a ``local_models`` entry's
     ``supervisor`` fails here, named, and not later as a model server that does not start."""
     if local is not None and not local.get("supervisor"):
-        return  # nothing to check, and no need to import litellm (raydist.models) for it
-    from raydist.cluster.serving import server_arguments
-    from raydist.models.endpoint import UnknownModel, check_model_name
-    from raydist.models.process import ModelServerError
-
+        return  # a server raydist starts with its default arguments: nothing to check
     try:
         if local is None:
             check_model_name(model)
@@ -281,9 +205,6 @@ def _check_model(model: str, local: Mapping[str, Any] | None) -> None:
 
 
 def _load(cfg: LaunchConfig) -> list:
-    from raydist.driver.benchmark import load_benchmark
-    from raydist.tasks import MalformedInstance
-
     bench = cfg.benchmark
     if bench.kind == "problems":
         raise JobError(f"benchmark={bench.name} is a set of seed problems, not repository tasks: run "
@@ -295,8 +216,6 @@ def _load(cfg: LaunchConfig) -> list:
 
 
 def _levels(levels) -> list[str]:
-    from raydist.views import level_specs
-
     try:
         return level_specs(levels if isinstance(levels, str) else list(levels))
     except ValueError as exc:

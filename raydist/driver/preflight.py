@@ -12,7 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra._internal.utils import get_args_parser
 from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
+from omegaconf.errors import OmegaConfBaseException
 
 from raydist.driver.config import ConfigError, check_config, describe_config_error
 
@@ -28,11 +33,6 @@ def job_overrides(argv: list[str]) -> list[list[str]] | None:
     Hydra's order, without ``hydra.*`` overrides; None when ``argv`` runs no job (``--help``...)
     or is for Hydra to reject (a sweep without ``--multirun``). Raises ``ConfigError`` for an
     override that does not parse."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra._internal.utils import get_args_parser
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
-
     args, _ = get_args_parser().parse_known_args(argv)
     if any(getattr(args, flag, None) for flag in _NO_JOB_FLAGS):
         return None
@@ -51,9 +51,6 @@ def preflight(argv: list[str], config_name: str = "config", check=check_config) 
     or None when every job's settings are valid. ``config_name`` is the launcher's primary
     config in ``raydist/conf`` (``problems`` for the problems launcher); ``check`` validates a
     composed job config (raising ``ConfigError``), or None to check composition only."""
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
-
     try:
         jobs = job_overrides(argv)
     except ConfigError as exc:

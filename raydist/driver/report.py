@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from raydist.cluster.execute import Ran
+from raydist.cluster.job import Job
 from raydist.cluster.validity import GateResult, gate_markdown
-from raydist.driver.phases import Ran
-from raydist.driver.plan import Job
 from raydist.outcomes import ERRORS
+from raydist.results import action_mix, action_mix_markdown, error_counts, summarise, to_markdown
 from raydist.results.budget import EXIT_BUDGET_SPENT, Spending
 
 
@@ -35,8 +36,6 @@ def report(job: Job, table: pa.Table, gate: GateResult | None, *, interrupted: b
     the action mix and exposure audit, the validity gate's verdict (``gate``: None when
     it did not run in this launch) and what the model calls spent (``spending``: None when
     nothing ran), naming the units a spent budget kept from starting."""
-    from raydist.results import action_mix, action_mix_markdown, error_counts, summarise, to_markdown
-
     note = "Interrupted before the plan finished." if interrupted else ""
     if spending is not None and spending.summary_line():
         note = " ".join(filter(None, [note, spending.summary_line()]))

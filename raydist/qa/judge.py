@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from raydist._util.protocols import Complete
+from raydist._util.settings import keyless
 from raydist.outcomes import InfrastructureError
 from raydist.prompts import DEFAULT_PROMPTS_DIR, read_templates, render
 
@@ -129,14 +130,23 @@ def judge_answer(question: str, reference: str, candidate: str, complete: Comple
 
 @dataclass(frozen=True)
 class JudgeSettings:
-    """The launch's ``judge`` settings (``raydist.driver.config.JudgeConfig`` documents them):
-    which configured model judges, decoding and retries, and the prompts folder holding
-    ``qa_judge.j2``. ``endpoint`` is the judge model's ``ModelEndpoint`` once it is served."""
+    """``judge``: the LLM judge of repository answers (``benchmark=swe_qa``; SWE-QA's five
+    dimensions). Part of every question unit's key but ``request_timeout_s``; unused by patch
+    tasks. The served judge's ``ModelEndpoint`` travels beside it (``UnitSettings.judge_endpoint``)."""
 
-    model: str
+    model: str = "gemma3-270m"
+    """Any litellm model name or a ``local_models`` entry (the embedded model by default)."""
     attempts: int = 3
+    """Requests per answer until a reply gives the five scores (a local server's grammar makes the first do)."""
     max_tokens: int = 64
+    """Completion tokens per judge request."""
     temperature: float = 0.0
-    request_timeout_s: float = 120.0
-    prompts_dir: str = str(DEFAULT_PROMPTS_DIR)
-    endpoint: object = None
+    """Sampling temperature of the judge."""
+    request_timeout_s: float = keyless(120.0)
+    """Seconds one judge request may take (part of no key)."""
+    prompts_dir: str = "conf/prompts"
+    """Folder holding ``qa_judge.j2`` (a relative path is taken from the raydist package)."""
+
+    def __post_init__(self) -> None:
+        if int(self.attempts) < 1:
+            raise ValueError(f"judge.attempts={self.attempts}: give at least 1")

@@ -1,9 +1,13 @@
-"""The phases of a launch after the plan, each a function from frozen inputs to a frozen
-output: ``pending`` (what is not finished) -> ``images`` -> ``views`` -> ``gate`` ->
-``units``; ``raydist.driver.report`` compiles and reports. ``raydist.driver.drive`` calls
-them in order. Rows are written only through a ``RowSink``. A phase gets what it needs as a
-value, but for rows: the gate judges, and compile tabulates, the rows in the run directory,
-so that those of earlier launches (resume) count as well.
+"""The executor of one launch: a ``Job`` in (``raydist.cluster.job``), its phases run in
+order, what ran out:
+
+    pending -> images -> views -> runnable -> gate -> units
+
+``execute_job`` runs them on Ray, with the launch's model servers and its spending ledger;
+each phase is a function from frozen inputs to a frozen output. Rows are written only
+through a ``RowSink``. A phase gets what it needs as a value, but for rows: the gate judges
+the rows in its run directory, so that those of earlier launches (resume) count as well.
+The driver (``raydist.driver.drive``) holds the run directory, compiles and reports.
 """
 
 from __future__ import annotations
@@ -11,13 +15,36 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from raydist.cluster.unit import UnitSettings
+from raydist._util.files import atomic_write_text
+from raydist.cluster.job import Job
+from raydist.cluster.prepare import PrepCache, describe_record, preparation_tasks, prepared_of, task_key
+from raydist.cluster.progress import UnitProgress
+from raydist.cluster.scheduler import (
+    ClusterTooSmall,
+    build_images,
+    check_capacity,
+    init_ray,
+    interrupt_on_signals,
+    run_preparations,
+    run_units,
+)
+from raydist.cluster.serving import ModelServers, check_placeable
+from raydist.cluster.unit_image import UnitSettings
 from raydist.cluster.unit_key import SCRIPTED_AGENTS, RunUnit
 from raydist.cluster.validity import GateResult, View, judge
-from raydist.driver.plan import Job
+from raydist.models.admission import Admission
+from raydist.models.server import ModelServerError
+from raydist.outcomes import InfrastructureError
+from raydist.results.budget import Spending
 from raydist.results.sink import Failure, RowSink
+from raydist.views import levels_needing
 from raydist.views.base import Prepared
 
+
+class ClusterRefused(ValueError):
+    """The cluster cannot satisfy a setting of the launch (no node offers what one unit asks
+    for, a model that no node can hold); the message names the setting. The driver reports it
+    as a setting error (exit status 2)."""
 Where = tuple[str, int, str]
 """``(instance_id, seed, kind)``: one view preparation."""
 
@@ -26,7 +53,6 @@ Where = tuple[str, int, str]
 class Pending:
     """The units without a finished row (``ResultStore.finished_keys``): the agent's and the
     gate's for the views those use; ``finished_before`` counts the agent's finished units."""
-
     units: tuple[RunUnit, ...]
     gate_units: tuple[RunUnit, ...]
     finished_before: int
@@ -40,7 +66,7 @@ def view_of(unit: RunUnit) -> View:
 def pending(job: Job, store, gate_store=None) -> Pending:
     """What of ``job`` must still run, from the rows of ``store`` (and ``gate_store`` for the
     gate units, whose error rows always run again)."""
-    done = store.finished_keys([u.key for u in job.units], retry_errors=job.retry_errors)
+    done = store.finished_keys([u.key for u in job.units], retry_errors=job.retry.retry_errors)
     todo = tuple(u for u in job.units if u.key not in done)
     gate_todo: tuple[RunUnit, ...] = ()
     if job.gate is not None and gate_store is not None:
@@ -53,7 +79,6 @@ def pending(job: Job, store, gate_store=None) -> Pending:
 @dataclass(frozen=True)
 class Images:
     """The unit settings with the base image resolved, and the recipes that failed to build."""
-
     settings: UnitSettings
     failed: Mapping[str, Failure]
 
@@ -65,7 +90,6 @@ class Images:
 
 def images(job: Job, units: tuple[RunUnit, ...], base_image: str) -> Images:
     """Build (or find) on Ray every instance image ``units`` need, before any agent runs."""
-    from raydist.cluster.scheduler import build_images
 
     settings = replace(job.settings, base_image=base_image)
     recipes = {}
@@ -79,20 +103,17 @@ def images(job: Job, units: tuple[RunUnit, ...], base_image: str) -> Images:
 @dataclass(frozen=True)
 class Views:
     """Preparation records (L1 statements, L4 rewrites) and failures, by ``(instance_id, seed, kind)``."""
-
     records: Mapping[Where, dict]
     errors: Mapping[Where, Failure]
     not_started: frozenset[Where] = frozenset()  # kept from starting by a spent budget
 
     def held(self, unit: RunUnit) -> bool:
         """Whether a preparation ``unit`` needs was kept from starting (the unit cannot run)."""
-        from raydist.views import levels_needing
 
         return any((unit.instance_id, unit.seed, kind) in self.not_started for kind in levels_needing(unit.level))
 
     def prepared(self, unit: RunUnit) -> tuple[Prepared | None, Failure | None]:
         """``raydist.cluster.prepare.prepared_of`` for ``unit``."""
-        from raydist.cluster.prepare import prepared_of
 
         return prepared_of(unit, self.records, self.errors)
 
@@ -103,11 +124,8 @@ def views(job: Job, units: tuple[RunUnit, ...], settings: UnitSettings, view_end
     preparation ``units`` need; ``view_endpoint()`` serves the view model, called only when a
     preparation that needs it is not cached yet. ``stop()`` true (a spent budget) keeps the
     remaining preparations from starting (``Views.not_started``)."""
-    from raydist.cluster.prepare import PrepCache, describe_record, preparation_tasks, task_key
-    from raydist.cluster.scheduler import run_preparations
-
     options = settings.view_options
-    cache = PrepCache(job.cache("views"))
+    cache = PrepCache(job.views_cache)
     records: dict[Where, dict] = {}
     errors: dict[Where, Failure] = {}
     keys = {}
@@ -179,9 +197,6 @@ def gate(job: Job, wanted: set[View], gate_units: tuple[RunUnit, ...], settings:
     without a row (``gate_units``) into ``gate_store``, judges every wanted view from the rows
     (``raydist.cluster.validity.judge``), writes ``gate.json`` in the run directory and returns the
     verdict."""
-    from raydist._util.files import atomic_write_text
-    from raydist.cluster.scheduler import run_units
-
     assert job.gate is not None
     sink = RowSink(gate_store)
     for agent in SCRIPTED_AGENTS:
@@ -191,7 +206,8 @@ def gate(job: Job, wanted: set[View], gate_units: tuple[RunUnit, ...], settings:
         print(f"validity gate: {len(batch)} {agent} units", flush=True)
         ready = runnable(job, batch, None, prepared, sink)
         agent_settings = replace(job.gate.settings[agent], base_image=settings.base_image)
-        run_units(ready.units, job.instances, agent_settings, None, job.ray, sink.write, prepared=ready.prepared)
+        run_units(ready.units, job.instances, agent_settings, None, job.ray, sink.write, prepared=ready.prepared,
+                  retry=job.retry)
     rows = {(*view_of(u), u.agent): gate_store.read_row(u.key) for u in job.gate.units}
     result = judge(wanted, rows)
     gate_store.compile([u.key for u in job.gate.units])
@@ -206,7 +222,6 @@ def gate(job: Job, wanted: set[View], gate_units: tuple[RunUnit, ...], settings:
 class Ran:
     """The units this launch ran (``keys``, in plan order) and the outcome of each one's last
     row, counted (``outcomes``: outcome -> units); an infrastructure error retried counts once."""
-
     keys: tuple[str, ...]
     outcomes: Mapping[str, int]
     not_started: tuple[RunUnit, ...] = ()  # kept from starting by a spent budget: no row
@@ -217,8 +232,6 @@ def units(job: Job, ready: Runnable, settings: UnitSettings, endpoint, sink: Row
     """Run ``ready`` on Ray (``raydist.cluster.scheduler.run_units``; ``execute``: what each task
     runs, None for ``raydist.cluster.unit.execute_unit``), every row into ``sink``; returns
     what ran. ``stop()`` true (a spent budget) keeps the remaining units from starting."""
-    from raydist.cluster.scheduler import run_units
-
     last: dict[str, str] = {}
 
     def write(row) -> None:
@@ -226,9 +239,117 @@ def units(job: Job, ready: Runnable, settings: UnitSettings, endpoint, sink: Row
         last[row["key"]] = row["outcome"]
 
     left = run_units(ready.units, job.instances, settings, endpoint, job.ray, write, progress,
-                     prepared=ready.prepared, stop=stop, **({} if execute is None else {"execute": execute}))
+                     prepared=ready.prepared, stop=stop, retry=job.retry,
+                     **({} if execute is None else {"execute": execute}))
     counts: dict[str, int] = {}
     for outcome in last.values():
         counts[outcome] = counts.get(outcome, 0) + 1
     skipped = {u.key for u in left}
     return Ran(tuple(u.key for u in ready.units if u.key not in skipped), counts, tuple(left))
+
+
+@dataclass(frozen=True)
+class Executed:
+    """What ``execute_job`` did: the gate's ``verdict`` (None: not gated), what the units phase
+    ``ran`` (None: no unit was runnable) and what the model calls spent (``spending``)."""
+
+    verdict: GateResult | None
+    ran: Ran | None
+    spending: Spending
+
+
+def execute_job(job: Job, todo: Pending, base_image: str, store, gate_store=None, *,
+                execute: Callable[..., dict] | None = None) -> Executed:
+    """images -> views -> gate -> units on Ray for the units of ``todo`` (``pending``), rows
+    into ``store`` (the gate's into ``gate_store``). Every model call reports to the launch's
+    ledger (``raydist.models.admission``); once ``job.budget`` is spent, no view preparation or
+    unit starts. ``execute`` is what each unit's Ray task runs (None:
+    ``raydist.cluster.unit.execute_unit``, the sandboxed agent and grading).
+
+    Raises ``ClusterRefused`` for a cluster that cannot run one unit as configured and
+    ``InfrastructureError`` (``model_server``) for a model server that does not start."""
+    dashboard = init_ray(job.ray)
+    if dashboard:
+        print(f"Ray dashboard: {dashboard} (units' tasks are named <instance_id>/<level>/s<seed>/<key>)", flush=True)
+    interrupt_on_signals()  # also while it waits on Ray for a preparation or a unit
+    _check_capacity(job)
+    built = images(job, (*todo.units, *todo.gate_units), base_image)
+    sink = RowSink(store)
+    verdict, ran, held = None, None, ()
+    try:
+        with ModelServers() as servers, Admission(job.budget, max_calls=job.ray.max_concurrency) as admission:
+            view_model = job.view_model
+            prepared = views(job, (*todo.units, *todo.gate_units), built.settings,
+                             lambda: admission.attach(servers.endpoint(view_model.name, view_model.local), "view"),
+                             stop=admission.spent)
+            ready = runnable(job, todo.units, built, prepared, sink)
+            held = ready.held
+            if job.gate is not None:
+                verdict = gate(job, {view_of(u) for u in ready.units}, todo.gate_units, built.settings, prepared,
+                               gate_store)
+                bad = verdict.views()
+                ready = Runnable(tuple(u for u in ready.units if view_of(u) not in bad), ready.prepared)
+            if view_model.name not in (job.model.name, job.judge.name if job.judge else None):
+                servers.release(view_model.name)  # free its CPUs (or GPU) for the agents
+            if ready.units:
+                endpoint = (admission.attach(servers.endpoint(job.model.name, job.model.local), "agent")
+                            if built.settings.agent_kind == "llm" else None)
+                settings = built.settings
+                if job.judge is not None:  # repository questions: the judge scores every answer
+                    judge_endpoint = admission.attach(servers.endpoint(job.judge.name, job.judge.local), "judge")
+                    settings = replace(settings, judge_endpoint=judge_endpoint)
+                # The bar starts after preparation and the gate printed theirs.
+                already = len(job.units) - len(todo.units)
+                progress = UnitProgress(total=len(job.units), already_done=already + sum(sink.counts.values()),
+                                        errors=sum(sink.counts.values()))
+                try:
+                    ran = units(job, ready, settings, endpoint, sink, progress, stop=admission.spent, execute=execute)
+                finally:
+                    progress.close()
+            spending = _spending(job, admission, (*held, *(ran.not_started if ran else ())))
+    except ModelServerError as exc:
+        raise _server_failure(exc) from exc
+    return Executed(verdict, ran, spending)
+
+
+def _spending(job: Job, admission, not_started) -> Spending:
+    """The launch's ``Spending``: the ledger's totals and the units the budget kept from
+    starting, in plan order (``stopped`` only when there are some)."""
+    keys = {u.key for u in not_started}
+    left = [{"key": u.key, "name": f"{u.instance_id} {u.level} seed {u.seed}"} for u in job.units if u.key in keys]
+    reason = admission.spent() if left else None
+    if left:
+        print(f"budget: {reason}; {len(left)} units not started (the same command with a larger budget runs "
+              "them)", flush=True)
+    return Spending({"usd": job.budget.usd, "tokens": job.budget.tokens}, admission.totals(), reason, tuple(left))
+
+
+def _server_failure(exc: Exception) -> InfrastructureError:
+    """One line for a model server that did not start: its first line names the server, how it
+    failed and its log file (the log's last lines stay in the log)."""
+    first = str(exc).strip().splitlines()[0].removesuffix(", last lines:") if str(exc).strip() else type(exc).__name__
+    return InfrastructureError(f"the model server did not start: {first}; read its log, then check the local_models "
+                               "entry's command (llama.cpp needs pip install 'raydist[local]')", cause="model_server")
+
+
+def _check_capacity(job: Job) -> None:
+    """``ClusterRefused`` naming the setting when the connected cluster cannot run one unit,
+    one image build or the served models as configured."""
+    import ray  # deferred: importing Ray is heavy and reads the launcher's environment defaults
+
+    try:
+        check_capacity(job.ray)
+    except ClusterTooSmall as exc:
+        raise ClusterRefused(str(exc)) from exc
+    cpus = ray.cluster_resources().get("CPU", 0)
+    for key, need in (("cluster.cpus_per_unit", job.ray.cpus_per_unit),
+                      ("cluster.image_build_cpus", job.ray.image_build_cpus)):
+        if need > cpus:
+            raise ClusterRefused(f"{key}={need} but the Ray cluster has {cpus:g} CPUs: no unit could ever be "
+                                 "scheduled")
+    for served in (job.model, job.view_model):
+        if served.local is not None and served.local.get("command"):
+            try:
+                check_placeable(served.name, dict(served.local))
+            except ModelServerError as exc:
+                raise ClusterRefused(str(exc)) from exc
