@@ -12,6 +12,8 @@ The driver (``raydist.driver.drive``) holds the run directory, compiles and repo
 
 from __future__ import annotations
 
+import signal
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
@@ -25,6 +27,7 @@ from raydist.cluster.scheduler import (
     check_capacity,
     init_ray,
     interrupt_on_signals,
+    raise_interrupt,
     run_preparations,
     run_units,
 )
@@ -37,6 +40,7 @@ from raydist.models.server import ModelServerError
 from raydist.outcomes import InfrastructureError
 from raydist.results.budget import Spending
 from raydist.results.sink import Failure, RowSink
+from raydist.sandbox import BaseImageMissing, SandboxUnavailable, connect, ensure_base_image, sweep_orphans
 from raydist.views import levels_needing
 from raydist.views.base import Prepared
 
@@ -250,24 +254,49 @@ def units(job: Job, ready: Runnable, settings: UnitSettings, endpoint, sink: Row
 
 @dataclass(frozen=True)
 class Executed:
-    """What ``execute_job`` did: the gate's ``verdict`` (None: not gated), what the units phase
-    ``ran`` (None: no unit was runnable) and what the model calls spent (``spending``)."""
+    """What ``execute_job`` did: the gate's ``verdict`` (None: not gated or nothing ran), what
+    the units phase ``ran`` (None: no unit was runnable or nothing ran), what the model calls
+    spent (``spending``; None when nothing ran) and whether SIGTERM or Ctrl-C ``interrupted`` it."""
 
-    verdict: GateResult | None
-    ran: Ran | None
-    spending: Spending
+    verdict: GateResult | None = None
+    ran: Ran | None = None
+    spending: Spending | None = None
+    interrupted: bool = False
 
 
-def execute_job(job: Job, todo: Pending, base_image: str, store, gate_store=None, *,
-                execute: Callable[..., dict] | None = None) -> Executed:
-    """images -> views -> gate -> units on Ray for the units of ``todo`` (``pending``), rows
-    into ``store`` (the gate's into ``gate_store``). Every model call reports to the launch's
-    ledger (``raydist.models.admission``); once ``job.budget`` is spent, no view preparation or
-    unit starts. ``execute`` is what each unit's Ray task runs (None:
-    ``raydist.cluster.unit.execute_unit``, the sandboxed agent and grading).
+def execute_job(job: Job, store, gate_store=None, *, execute: Callable[..., dict] | None = None) -> Executed:
+    """Run the units of ``job`` without a finished row in ``store`` (``pending``; the gate's rows
+    are in ``gate_store``): images -> views -> gate -> units on Ray, every row into its store as
+    it arrives. Every model call reports to the launch's ledger (``raydist.models.admission``);
+    once ``job.budget`` is spent, no view preparation or unit starts. SIGTERM and Ctrl-C stop
+    scheduling (``Executed.interrupted``); rows already written stay. Ray is shut down and the
+    launch's containers are removed at the end. ``execute`` is what each unit's Ray task runs
+    (None: ``raydist.cluster.unit.execute_unit``, the sandboxed agent and grading).
 
     Raises ``ClusterRefused`` for a cluster that cannot run one unit as configured and
-    ``InfrastructureError`` (``model_server``) for a model server that does not start."""
+    ``InfrastructureError`` (one line: what failed, what to do) for Docker that cannot be
+    reached, a missing base image or a model server that does not start."""
+    todo = pending(job, store, gate_store)
+    print(f"{job.title}: {len(job.units)} units planned, {todo.finished_before} finished before, "
+          f"{len(todo.units)} to run; results in {job.run_dir}", flush=True)
+    client, base_image = _docker(job)
+    if not todo.units:
+        return Executed()
+    signal.signal(signal.SIGTERM, raise_interrupt)
+    try:
+        return _run_phases(job, todo, base_image, store, gate_store, execute)
+    except KeyboardInterrupt:
+        print("\ninterrupted: finished rows are kept; run the same command again to resume", file=sys.stderr,
+              flush=True)
+        return Executed(interrupted=True)
+    finally:
+        _shutdown_ray()
+        _sweep(client)
+
+
+def _run_phases(job: Job, todo: Pending, base_image: str, store, gate_store,
+                execute: Callable[..., dict] | None) -> Executed:
+    """images -> views -> gate -> units on Ray for the units of ``todo``."""
     dashboard = init_ray(job.ray)
     if dashboard:
         print(f"Ray dashboard: {dashboard} (units' tasks are named <instance_id>/<level>/s<seed>/<key>)", flush=True)
@@ -353,3 +382,29 @@ def _check_capacity(job: Job) -> None:
                 check_placeable(served.name, dict(served.local))
             except ModelServerError as exc:
                 raise ClusterRefused(str(exc)) from exc
+
+
+def _docker(job: Job):
+    """The Docker client and the base image tag; ``InfrastructureError`` when either is missing."""
+    try:
+        client = connect(job.settings.docker_host)
+        base_image = ensure_base_image(client, job.settings.base_image)
+    except SandboxUnavailable as exc:
+        raise InfrastructureError(str(exc), cause="docker") from exc
+    except BaseImageMissing as exc:
+        raise InfrastructureError(str(exc), cause="base_image_missing") from exc
+    _sweep(client, announce=True)
+    return client, base_image
+
+
+def _sweep(client, announce: bool = False) -> None:
+    removed = sweep_orphans(client)
+    if removed and announce:
+        print(f"removed {removed} containers left by an earlier run that was killed", flush=True)
+
+
+def _shutdown_ray() -> None:
+    import ray  # deferred: importing Ray is heavy and reads the launcher's environment defaults
+
+    if ray.is_initialized():
+        ray.shutdown()

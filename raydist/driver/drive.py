@@ -10,21 +10,17 @@ and writes the summary (``raydist.driver.report``). Rows are written through one
 
 from __future__ import annotations
 
-import signal
-import sys
 from collections.abc import Callable
 
 from raydist._util.files import atomic_write_text
 from raydist._util.storage import StorageError, mirrored, open_storage
-from raydist.cluster.execute import ClusterRefused, execute_job, pending
+from raydist.cluster.execute import ClusterRefused, execute_job
 from raydist.cluster.job import Job
-from raydist.cluster.scheduler import raise_interrupt
 from raydist.driver.plan import JobError
 from raydist.driver.report import compile_tables, exit_status, report
 from raydist.outcomes import InfrastructureError, classify_exception
 from raydist.results import ResultStore, RunDirBusy, run_dir_lock
 from raydist.results.budget import BUDGET_FILE
-from raydist.sandbox import BaseImageMissing, SandboxUnavailable, connect, ensure_base_image, sweep_orphans
 
 
 def run_job(job: Job, *, execute: Callable[..., dict] | None = None) -> int:
@@ -65,37 +61,20 @@ def run_job(job: Job, *, execute: Callable[..., dict] | None = None) -> int:
 def _run_locked(job: Job, execute: Callable[..., dict] | None) -> int:
     store = ResultStore(job.run_dir, mirror=job.mirror)
     gate_store = ResultStore(job.gate.store_dir, mirror=job.gate.mirror) if job.gate is not None else None
-    todo = pending(job, store, gate_store)
-    print(f"{job.title}: {len(job.units)} units planned, {todo.finished_before} finished before, "
-          f"{len(todo.units)} to run; results in {job.run_dir}", flush=True)
-    client, base_image = _docker(job)
-    interrupted, done = False, None
-    if todo.units:
-        signal.signal(signal.SIGTERM, raise_interrupt)
-        try:
-            done = execute_job(job, todo, base_image, store, gate_store, execute=execute)
-        except ClusterRefused as exc:
-            raise JobError(str(exc)) from exc
-        except OSError as exc:
-            raise _disk_failure(exc) from exc
-        except KeyboardInterrupt:
-            interrupted = True
-            print("\ninterrupted: finished rows are kept; run the same command again to resume",
-                  file=sys.stderr, flush=True)
-        finally:
-            _shutdown_ray()
-            _sweep(client)
-    ran, spending = (done.ran, done.spending) if done is not None else (None, None)
-    table = compile_tables(job, store, ran)
-    if spending is not None:
-        spending.write(job.run_dir)
+    try:
+        done = execute_job(job, store, gate_store, execute=execute)
+    except ClusterRefused as exc:
+        raise JobError(str(exc)) from exc
+    table = compile_tables(job, store, done.ran)
+    status = exit_status(table, interrupted=done.interrupted, spending=done.spending)
+    if done.spending is not None:
+        done.spending.write(job.run_dir)
     elif (job.run_dir / BUDGET_FILE).exists():
         (job.run_dir / BUDGET_FILE).unlink()  # nothing ran: an earlier launch's record no longer applies
-    text = report(job, table, done.verdict if done is not None else None, interrupted=interrupted,
-                  spending=spending)
+    text = report(job, table, done.verdict, interrupted=done.interrupted, spending=done.spending)
     atomic_write_text(job.run_dir / "summary.md", text)
     print(text, flush=True)
-    return exit_status(table, interrupted=interrupted, spending=spending)
+    return status
 
 
 def _disk_failure(exc: OSError) -> InfrastructureError:
@@ -107,29 +86,3 @@ def _disk_failure(exc: OSError) -> InfrastructureError:
                                    cause=cause)
     return InfrastructureError(f"{exc}; check the path or connection named there (finished rows are kept)",
                                cause=cause)
-
-
-def _docker(job: Job):
-    """The Docker client and the base image tag; ``InfrastructureError`` when either is missing."""
-    try:
-        client = connect(job.settings.docker_host)
-        base_image = ensure_base_image(client, job.settings.base_image)
-    except SandboxUnavailable as exc:
-        raise InfrastructureError(str(exc), cause="docker") from exc
-    except BaseImageMissing as exc:
-        raise InfrastructureError(str(exc), cause="base_image_missing") from exc
-    _sweep(client, announce=True)
-    return client, base_image
-
-
-def _sweep(client, announce: bool = False) -> None:
-    removed = sweep_orphans(client)
-    if removed and announce:
-        print(f"removed {removed} containers left by an earlier run that was killed", flush=True)
-
-
-def _shutdown_ray() -> None:
-    import ray  # deferred: importing Ray is heavy and reads the launcher's environment defaults
-
-    if ray.is_initialized():
-        ray.shutdown()
