@@ -10,7 +10,7 @@ from datetime import date
 import pytest
 
 from raydist.tasks.fresh.build import sample_order
-from raydist.tasks.fresh.keep import Verdict, confirm, judge
+from raydist.tasks.fresh.keep import Verdict, confirm, keep_or_drop
 from raydist.tasks.fresh.mutations import (
     Mutation,
     MutationMismatch,
@@ -140,33 +140,33 @@ BASE = frozenset({"t::a", "t::b", "t::c", "t::d"})
 
 def test_keep_rule_keeps_a_bug_that_fails_some_tests_and_leaves_the_others_passing():
     bug = {"t::a": "FAILED", "t::b": "PASSED", "t::c": "PASSED", "t::d": "PASSED", "t::new": "FAILED"}
-    assert judge(BASE, bug) == Verdict(True, None, ("t::a",), ("t::b", "t::c", "t::d"))
+    assert keep_or_drop(BASE, bug) == Verdict(True, None, ("t::a",), ("t::b", "t::c", "t::d"))
 
 
 def test_keep_rule_rejects_a_bug_that_breaks_no_test():
-    assert judge(BASE, dict.fromkeys(BASE, "PASSED")) == Verdict(False, "no_test_fails")
+    assert keep_or_drop(BASE, dict.fromkeys(BASE, "PASSED")) == Verdict(False, "no_test_fails")
 
 
 def test_keep_rule_rejects_a_bug_that_skips_a_test_it_does_not_fail():
     bug = {"t::a": "FAILED", "t::b": "SKIPPED", "t::c": "PASSED", "t::d": "PASSED"}
-    assert judge(BASE, bug) == Verdict(False, "non_target_changed", ("t::a",))
+    assert keep_or_drop(BASE, bug) == Verdict(False, "non_target_changed", ("t::a",))
 
 
 def test_keep_rule_rejects_a_bug_that_stops_tests_from_running():
-    assert judge(BASE, {"t::a": "FAILED", "t::b": "PASSED"}).reason == "breaks_collection"
-    assert judge(BASE, {}).reason == "breaks_collection"
+    assert keep_or_drop(BASE, {"t::a": "FAILED", "t::b": "PASSED"}).reason == "breaks_collection"
+    assert keep_or_drop(BASE, {}).reason == "breaks_collection"
 
 
 def test_keep_rule_rejects_too_many_failures_and_a_timeout():
     bug = {"t::a": "FAILED", "t::b": "ERROR", "t::c": "FAILED", "t::d": "PASSED"}
-    assert judge(BASE, bug, max_fail_fraction=0.5).reason == "too_many_fail"
-    assert judge(BASE, bug, max_fail_fraction=0.75).kept
-    assert judge(BASE, dict.fromkeys(BASE, "FAILED"), timed_out=True).reason == "timeout"
+    assert keep_or_drop(BASE, bug, max_fail_fraction=0.5).reason == "too_many_fail"
+    assert keep_or_drop(BASE, bug, max_fail_fraction=0.75).kept
+    assert keep_or_drop(BASE, dict.fromkeys(BASE, "FAILED"), timed_out=True).reason == "timeout"
 
 
 def test_a_second_run_with_other_failures_makes_the_bug_unstable():
-    first = judge(BASE, {"t::a": "FAILED", "t::b": "PASSED", "t::c": "PASSED", "t::d": "PASSED"})
-    again = judge(BASE, {"t::a": "FAILED", "t::b": "FAILED", "t::c": "PASSED", "t::d": "PASSED"})
+    first = keep_or_drop(BASE, {"t::a": "FAILED", "t::b": "PASSED", "t::c": "PASSED", "t::d": "PASSED"})
+    again = keep_or_drop(BASE, {"t::a": "FAILED", "t::b": "FAILED", "t::c": "PASSED", "t::d": "PASSED"})
     assert confirm(first, first) == first
     assert confirm(first, again) == Verdict(False, "unstable", ("t::a",))
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from raydist.tasks.fresh.keep import judge
+from raydist.tasks.fresh.keep import keep_or_drop
 from raydist.tasks.fresh.mutations import apply_mutation, enumerate_mutations
-from raydist.tasks.fresh.runner import (
+from raydist.tasks.fresh.source_tree import (
     PatchError,
     SourceTree,
     detect_test_cmd,
@@ -95,7 +95,7 @@ def test_the_release_passes_its_tests_and_the_tree_is_unchanged_after_a_bug(tree
 
 def test_a_bug_failing_some_tests_is_kept_with_the_rest_as_pass_to_pass(tree):
     run = tree.run(bug("flip_comparison", "if x > hi:")[0])
-    verdict = judge(tree.run().passing(), run.tests)
+    verdict = keep_or_drop(tree.run().passing(), run.tests)
     assert verdict.kept
     assert verdict.fail_to_pass == ("test_lib.py::test_bounds_are_kept", "test_lib.py::test_clamp_high",
                                     "test_lib.py::test_inside")
@@ -106,18 +106,18 @@ def test_a_bug_failing_some_tests_is_kept_with_the_rest_as_pass_to_pass(tree):
 
 def test_a_bug_that_breaks_no_test_is_rejected(tree):
     run = tree.run(bug("off_by_one", "return n + 1", "return n + 2")[0])
-    assert judge(tree.run().passing(), run.tests).reason == "no_test_fails"
+    assert keep_or_drop(tree.run().passing(), run.tests).reason == "no_test_fails"
 
 
 def test_a_bug_that_breaks_the_import_is_rejected_not_counted_as_failing_tests(tree):
     run = tree.run(bug("flip_comparison", "if LIMIT < 1:")[0])
     assert "LIMIT must be positive" in run.log
-    assert judge(tree.run().passing(), run.tests).reason == "breaks_collection"
+    assert keep_or_drop(tree.run().passing(), run.tests).reason == "breaks_collection"
 
 
 def test_a_bug_that_fails_most_tests_is_rejected(tree):
     run = tree.run(bug("flip_comparison", "if x < lo:")[0])
-    assert judge(tree.run().passing(), run.tests, max_fail_fraction=0.5).reason == "too_many_fail"
+    assert keep_or_drop(tree.run().passing(), run.tests, max_fail_fraction=0.5).reason == "too_many_fail"
 
 
 def test_a_patch_that_does_not_apply_is_an_error_and_leaves_the_tree_alone(tree):
@@ -129,7 +129,7 @@ def test_a_patch_that_does_not_apply_is_an_error_and_leaves_the_tree_alone(tree)
 def test_the_failure_text_shows_the_tests_and_errors_but_not_the_mutated_code(tree):
     diff, mutation = bug("flip_comparison", "if x > hi:")
     run = tree.run(diff)
-    failing = judge(tree.run().passing(), run.tests).fail_to_pass
+    failing = keep_or_drop(tree.run().passing(), run.tests).fail_to_pass
     excerpt = failure_excerpt(run.log, failing, mutation)
     assert "if x <= hi:" not in excerpt and "if x > hi:" not in excerpt
     assert not [line for line in excerpt.splitlines() if line.startswith("lib.py")]

@@ -34,7 +34,7 @@ from raydist.cluster.scheduler import (
 from raydist.cluster.serving import ModelServers, check_placeable
 from raydist.cluster.unit_image import UnitSettings
 from raydist.cluster.unit_key import SCRIPTED_AGENTS, RunUnit
-from raydist.cluster.validity import GateResult, View, judge
+from raydist.cluster.validity import GateResult, View, judge_views
 from raydist.models.admission import Admission
 from raydist.models.server import ModelServerError
 from raydist.outcomes import InfrastructureError
@@ -199,7 +199,7 @@ def gate(job: Job, wanted: set[View], gate_units: tuple[RunUnit, ...], settings:
          gate_store) -> GateResult:
     """The validity gate (SchrodingerRepo §V-C) on the views ``wanted``: runs the gate units
     without a row (``gate_units``) into ``gate_store``, judges every wanted view from the rows
-    (``raydist.cluster.validity.judge``), writes ``gate.json`` in the run directory and returns the
+    (``raydist.cluster.validity.judge_views``), writes ``gate.json`` in the run directory and returns the
     verdict."""
     assert job.gate is not None
     sink = RowSink(gate_store)
@@ -213,7 +213,7 @@ def gate(job: Job, wanted: set[View], gate_units: tuple[RunUnit, ...], settings:
         run_units(ready.units, job.instances, agent_settings, None, job.ray, sink.write, prepared=ready.prepared,
                   retry=job.retry)
     rows = {(*view_of(u), u.agent): gate_store.read_row(u.key) for u in job.gate.units}
-    result = judge(wanted, rows)
+    result = judge_views(wanted, rows)
     gate_store.compile([u.key for u in job.gate.units])
     atomic_write_text(job.run_dir / "gate.json", result.to_json())
     print(f"validity gate: {result.checked} views checked, {len(result.excluded)} excluded", flush=True)

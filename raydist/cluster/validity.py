@@ -44,7 +44,7 @@ class GateResult:
         return json.dumps({"checked": self.checked, "excluded": [asdict(e) for e in self.excluded]}, indent=1)
 
 
-def judge(wanted: Iterable[View], rows: Mapping[tuple[str, str, int, str], Mapping | None]) -> GateResult:
+def judge_views(wanted: Iterable[View], rows: Mapping[tuple[str, str, int, str], Mapping | None]) -> GateResult:
     """The gate's verdict on each view of ``wanted`` from ``rows``, keyed ``(instance_id, level,
     seed, agent)`` with agent ``oracle`` or ``null`` (a missing row: the gate did not run)."""
     excluded = []

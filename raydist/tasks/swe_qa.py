@@ -10,7 +10,7 @@ quotes, backticked names), so the choice of release is a measured one.
 A question becomes an :class:`~raydist.tasks.schema.Instance` with ``problem_statement`` the
 question, no patch and no tests, and ``extra``: ``task="qa"``, ``reference_answer``, the SWE-QA
 file and line. The unit runs the agent on the view and has the answer judged
-(``raydist.grading.judge``) instead of graded.
+(``raydist.qa.judge``) instead of graded.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Fresh instances: bugs injected into recent PyPI releases, kept when the release's own tests
 catch them (``raydist tasks build``; README "Fresh tasks").
 
-Names load from their modules on first use (PEP 562), so the pure ones (``judge``,
+Names load from their modules on first use (PEP 562), so the pure ones (``keep_or_drop``,
 ``scan_tree``) load neither Docker nor litellm.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 
 _PUBLIC = {
     "BuildSettings": "build", "LibraryReport": "build", "StatementModel": "build", "build_library": "build",
-    "REASONS": "keep", "Verdict": "keep", "judge": "keep",
+    "REASONS": "keep", "Verdict": "keep", "keep_or_drop": "keep",
     "KINDS": "mutations", "Mutation": "mutations", "scan_tree": "mutations",
     "Release": "releases", "pick_release": "releases",
     "Statement": "statement", "check_statement": "statement", "write_statement": "statement",

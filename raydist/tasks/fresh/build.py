@@ -4,7 +4,7 @@
       -> sdist fetched, verified, unpacked  raydist.sandbox.sources
       -> tests run twice on the release (and once in its image): the tests that pass
       -> candidates (libcst), tried in a seeded order    mutations.scan_tree, sample_order
-      -> each: diff applied, tests run; kept by SWE-bench's rule, run again to confirm   keep.judge
+      -> each: diff applied, tests run; kept by SWE-bench's rule, run again to confirm   keep.keep_or_drop
       -> problem statement by a model from the failing tests' output   statement.write_statement
       -> one instance line (SWE-bench fields + recipe), one log line per candidate    store
 
@@ -41,7 +41,7 @@ from raydist.tasks.fresh.mutations import (
     scan_tree,
 )
 from raydist.tasks.fresh.releases import Release, pick_release
-from raydist.tasks.fresh.runner import PatchError, SourceTree, detect_test_cmd
+from raydist.tasks.fresh.source_tree import PatchError, SourceTree, detect_test_cmd
 from raydist.tasks.fresh.store import append_line, log_path, read_lines
 from raydist.tasks.schema import DEFAULT_INSTALL, Instance, Recipe, Sdist
 from raydist.views.recover import recover_patch
@@ -269,11 +269,12 @@ def _record_written(pending: dict[Future, dict], done: dict, out: Path, say, *, 
 def _judged(tree: SourceTree, bug: str, base: frozenset[str], settings: BuildSettings) -> tuple[keep.Verdict, str]:
     """The verdict on ``bug`` (a kept one confirmed by a second run) and the last run's log."""
     first = tree.run(bug)
-    verdict = keep.judge(base, first.tests, timed_out=first.timed_out, max_fail_fraction=settings.max_fail_fraction)
+    verdict = keep.keep_or_drop(base, first.tests, timed_out=first.timed_out,
+                                max_fail_fraction=settings.max_fail_fraction)
     if not verdict.kept:
         return verdict, first.log
     again = tree.run(bug)
-    return keep.confirm(verdict, keep.judge(base, again.tests, timed_out=again.timed_out,
+    return keep.confirm(verdict, keep.keep_or_drop(base, again.tests, timed_out=again.timed_out,
                                             max_fail_fraction=settings.max_fail_fraction)), again.log
 
 

@@ -39,7 +39,7 @@ class Verdict:
     pass_to_pass: tuple[str, ...] = ()
 
 
-def judge(base_passing: frozenset[str], bug: Mapping[str, str], *, timed_out: bool = False,
+def keep_or_drop(base_passing: frozenset[str], bug: Mapping[str, str], *, timed_out: bool = False,
           max_fail_fraction: float = 0.5) -> Verdict:
     """The verdict on one test run with the bug.
 
