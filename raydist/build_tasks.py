@@ -17,11 +17,15 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-# Only the pure rejection table at import: `raydist --help` loads neither Docker nor litellm.
+from raydist.prompts import PACKAGE_ROOT
 from raydist.tasks.fresh.keep import REASONS
 
+# Only the pure rejection table at import: `raydist --help` loads neither Docker nor litellm.
+from raydist.tasks.fresh.releases import ReleaseNotFound
+from raydist.tasks.fresh.store import log_path
+
 if TYPE_CHECKING:
-    from raydist.tasks.fresh.build import LibraryReport
+    from raydist.tasks.fresh.build import LibraryReport  # deferred: docker
 
 DEFAULT_OUT = "runs/fresh_tasks/instances.jsonl"
 DEFAULT_MODEL = "gemma3-270m"
@@ -85,7 +89,7 @@ def add_parser(sub) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Build every library of ``args.libraries``; print one line per candidate and a summary."""
-    from raydist.tasks.fresh.build import BuildSettings, build_library
+    from raydist.tasks.fresh.build import BuildSettings, build_library  # deferred: docker
 
     settings = BuildSettings(
         released_after=args.released_after, per_library=args.per_library, seed=args.seed, max_tries=args.max_tries,
@@ -93,8 +97,7 @@ def main(args: argparse.Namespace) -> int:
         test_cmds=dict(_pair(p) for p in args.test_cmd), **({"work": args.work} if args.work else {}))
     specs = [s.strip() for s in args.libraries.split(",") if s.strip()]
     reports: list[LibraryReport] = []
-    from raydist.tasks.fresh.build import LibraryError
-    from raydist.tasks.fresh.releases import ReleaseNotFound
+    from raydist.tasks.fresh.build import LibraryError  # deferred: docker
 
     failed: list[str] = []
     with ExitStack() as stack:
@@ -118,8 +121,8 @@ def main(args: argparse.Namespace) -> int:
 def statement_model(name: str):
     """The ``StatementModel`` of ``name`` for the duration of the block (a local model's server
     started under a local Ray and stopped after)."""
-    from raydist.tasks.fresh.build import StatementModel
-    from raydist.tasks.fresh.statement import load_template
+    from raydist.tasks.fresh.build import StatementModel  # deferred: docker
+    from raydist.tasks.fresh.statement import load_template  # deferred: litellm
 
     template = load_template()
     if name == "none":
@@ -127,9 +130,8 @@ def statement_model(name: str):
         return
     from omegaconf import OmegaConf
 
-    from raydist.cluster.serving import serve_for_command
-    from raydist.models.completion import litellm_complete
-    from raydist.prompts import PACKAGE_ROOT
+    from raydist.cluster.serving import serve_for_command  # deferred: ray
+    from raydist.models.completion import litellm_complete  # deferred: litellm
 
     local = OmegaConf.to_container(OmegaConf.load(PACKAGE_ROOT / "conf" / "local_models.yaml").local_models,
                                    resolve=True)
@@ -140,7 +142,7 @@ def statement_model(name: str):
 
 
 def _container(work: Path):
-    from raydist.tasks.measure import docker_runner, statuses
+    from raydist.tasks.measure import docker_runner, statuses  # deferred: docker
 
     run = docker_runner(work)
     return lambda instance: statuses(run, instance, "")
@@ -148,7 +150,6 @@ def _container(work: Path):
 
 def write_summary(out: Path, reports: list[LibraryReport]) -> str:
     """Write ``<out>.summary.json`` and return its Markdown table."""
-    from raydist.tasks.fresh.store import log_path
 
     rows = [asdict(r) for r in reports]
     path = out.with_name(out.name.removesuffix(".jsonl") + ".summary.json")

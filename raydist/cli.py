@@ -25,6 +25,8 @@ from importlib import resources
 from pathlib import Path
 
 from raydist import build_tasks
+from raydist.results.export import ExportError, export_swebench
+from raydist.results.report import report_main
 
 MAIN = "raydist.launch"
 PROBLEMS = "raydist.launch_problems"
@@ -234,12 +236,10 @@ def command(argv: Sequence[str]) -> tuple[list[str] | None, argparse.Namespace]:
 def export_main(args: argparse.Namespace) -> int:
     """``raydist export swebench`` / ``variants``: write the files, print one line per file
     (path, count); 1 with the error on stderr when ``run_dir`` has nothing to export."""
-    from raydist.results.export import ExportError, export_swebench
-
     out = Path(args.out) if args.out else None
     try:
         if args.format == "variants":
-            from raydist.problems.export import FORMATS, export_variants
+            from raydist.problems.export import FORMATS, export_variants  # deferred: litellm
 
             written, unit = export_variants(Path(args.run_dir), out, args.formats or FORMATS), "variants"
         else:
@@ -261,13 +261,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if exec_argv is None and args.command == "export":
         return export_main(args)
     if exec_argv is None and args.out:
-        from raydist.reporting import report_dir_main
+        from raydist.reporting import report_dir_main  # deferred: ray
 
         return report_dir_main(args.paths, args.out)
     if exec_argv is None:
-        from raydist.results.report import report_main
-
-        return report_main(args.paths, output=args.output)
+            return report_main(args.paths, output=args.output)
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(exec_argv[0], exec_argv)

@@ -24,12 +24,18 @@ from __future__ import annotations
 
 import sys
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig, OmegaConf
 
 from raydist import launcher  # first: the environment defaults, before Ray or litellm is imported
+from raydist._util.storage import StorageError, open_storage
 from raydist.driver.config import ConfigError, LaunchConfig, check_group
+from raydist.driver.preflight import preflight
+from raydist.models.endpoint import UnknownModel, check_model_name
 from raydist.problems import config
 from raydist.problems._jobs import job_dir_name, unknown_override
+from raydist.problems.agents import load_dyc_prompts
+from raydist.problems.driver import run_problems
+from raydist.problems.job import ProblemsJob
 from raydist.problems.phases import ProblemsError
 
 
@@ -38,8 +44,6 @@ def shared_defaults() -> dict:
     share: the folders and the groups ``raydist.problems.config.SHARED_GROUPS``, whose files
     then only select and override. A group's field that its option must give (a benchmark's
     ``name``) is left out; interpolations are left as written."""
-    from omegaconf import MISSING
-
     values = OmegaConf.to_container(OmegaConf.structured(LaunchConfig))
     out = {}
     for key in (*config.SHARED_GROUPS, *config.FOLDERS):
@@ -69,9 +73,6 @@ def settings_of(data: dict) -> config.ProblemsSettings:
 def job_from_config(cfg: DictConfig, run_dir: str):
     """Resolve and check ``cfg``; returns a ``ProblemsJob``. Raises ProblemsError."""
     from pathlib import Path
-
-    from raydist._util.storage import StorageError
-    from raydist.problems.job import ProblemsJob
 
     bench = cfg.benchmark
     if bench.get("kind") != "problems":
@@ -105,8 +106,6 @@ def job_from_config(cfg: DictConfig, run_dir: str):
 def _storage(uri: str | None) -> str | None:
     """``storage=`` opened and proven writable (``raydist._util.storage.open_storage``), as its
     checked URI; None when not set. Raises ProblemsError naming the setting."""
-    from raydist._util.storage import StorageError, open_storage
-
     if uri is None:
         return None
     try:
@@ -135,8 +134,6 @@ def _benchmark(bench: dict) -> tuple | None:
 
 
 def _check_models(settings: config.ProblemsSettings) -> None:
-    from raydist.models.endpoint import UnknownModel, check_model_name
-
     local = settings.local_models
     named = [("generation.model", settings.generation.model)]
     named += [("evaluation.models", m) for m in settings.evaluation.models]
@@ -157,8 +154,6 @@ def _check_models(settings: config.ProblemsSettings) -> None:
 
 
 def _check_prompts(prompts_dir: str) -> None:
-    from raydist.problems.agents import load_dyc_prompts
-
     try:
         load_dyc_prompts(prompts_dir)
     except Exception as exc:  # noqa: BLE001 - a missing file or a template that does not parse
@@ -170,8 +165,6 @@ def run_job(cfg: DictConfig, run_dir: str) -> int:
     skeleton maps (``raydist.launcher.exit_status_of``): a bad setting or a run directory of
     other settings (2), the machine (1), an interrupt (130)."""
     import logging
-
-    from raydist.problems.driver import run_problems
 
     logging.getLogger("LiteLLM").setLevel(logging.WARNING)  # one INFO line per request otherwise
     numbers = run_problems(job_from_config(cfg, run_dir))
@@ -189,8 +182,6 @@ def run_job(cfg: DictConfig, run_dir: str) -> int:
 def _preflight(argv: list[str]) -> str | None:
     """The command line's keys (``unknown_override``), then that every job's config composes
     (a group option that does not exist, e.g. ``benchmark=nosuch``, names the options there)."""
-    from raydist.driver.preflight import preflight
-
     return unknown_override(argv) or preflight(argv, "problems", check=None)
 
 

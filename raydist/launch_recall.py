@@ -25,11 +25,22 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig, OmegaConf
 
 from raydist import launcher  # first: the environment defaults, before Ray or litellm is imported
+from raydist.cluster.scheduler import RayOptions
+from raydist.cluster.serving import serve_for_command
+from raydist.driver.benchmark import load_benchmark
 from raydist.driver.config import ConfigError, LaunchConfig, check_group, describe_config_error
+from raydist.models.completion import litellm_complete
+from raydist.models.endpoint import UnknownModel, check_model_name
+from raydist.problems.llm import RecordedLLM
 from raydist.recall import config
+from raydist.recall.answer import answer_grammar
+from raydist.recall.probe import ProbeSettings, load_prompts, run_probe
+from raydist.recall.rounds import rounds_from
+from raydist.recall.table import summary_markdown, write_tables
+from raydist.tasks import MalformedInstance
 
 #: The groups the probe shares with the main job, checked by that job's schema.
 SHARED_GROUPS = ("benchmark", "cluster")
@@ -38,8 +49,6 @@ SHARED_GROUPS = ("benchmark", "cluster")
 def shared_defaults() -> dict:
     """The main job's defaults (``raydist.driver.config.LaunchConfig``) of ``SHARED_GROUPS``,
     without the fields a group option must give (a benchmark's ``name``)."""
-    from omegaconf import MISSING
-
     values = OmegaConf.to_container(OmegaConf.structured(LaunchConfig))
     return {key: {name: v for name, v in values[key].items() if v != MISSING} for key in SHARED_GROUPS}
 
@@ -52,10 +61,6 @@ RecallError = launcher.SettingProblem
 def settings_of(cfg: DictConfig):
     """``(RecallConfig, rounds, prompt templates, grammar or None)``, checked. Raises RecallError naming
     the setting."""
-    from raydist.recall.answer import answer_grammar
-    from raydist.recall.probe import load_prompts
-    from raydist.recall.rounds import rounds_from
-
     try:
         merged = OmegaConf.merge(OmegaConf.structured(config.RecallConfig), cfg)
         OmegaConf.resolve(merged)
@@ -78,9 +83,6 @@ def settings_of(cfg: DictConfig):
 
 def instances_of(bench) -> list:
     """The benchmark's instances (``raydist.driver.benchmark.load_benchmark``). Raises RecallError."""
-    from raydist.driver.benchmark import load_benchmark
-    from raydist.tasks import MalformedInstance
-
     if bench.get("kind") == "problems":
         raise RecallError(f"benchmark={bench.name} is a set of seed problems; the probe needs repository tasks "
                           "with a gold patch (benchmark=swebench benchmark.path=...)")
@@ -95,10 +97,6 @@ def endpoint_of(settings):
     """The model's ``ModelEndpoint`` for the probe's duration: a ``local_models`` entry with a
     server command is started under Ray (``raydist.cluster.serving.serve_model``), any other
     model is reached as it is. Raises RecallError for an unknown model name."""
-    from raydist.cluster.scheduler import RayOptions
-    from raydist.cluster.serving import serve_for_command
-    from raydist.models.endpoint import UnknownModel, check_model_name
-
     entry = settings.local_models.get(settings.model)
     if entry is None:
         try:
@@ -115,11 +113,6 @@ def run(cfg: DictConfig, run_dir: str) -> int:
     the skeleton maps (``raydist.launcher.exit_status_of``): ``RecallError`` (2), a model
     server that does not start (1)."""
     import logging
-
-    from raydist.models.completion import litellm_complete
-    from raydist.problems.llm import RecordedLLM
-    from raydist.recall.probe import ProbeSettings, run_probe
-    from raydist.recall.table import summary_markdown, write_tables
 
     logging.getLogger("LiteLLM").setLevel(logging.WARNING)
     settings, rounds, prompts, grammar = settings_of(cfg)

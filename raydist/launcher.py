@@ -39,12 +39,14 @@ from omegaconf import DictConfig  # noqa: E402
 
 from raydist.driver.config import ConfigError  # noqa: E402
 from raydist.driver.plan import JobError  # noqa: E402
+from raydist.driver.preflight import CONF_DIR  # noqa: E402
 from raydist.models.process import ModelServerError  # noqa: E402
 from raydist.outcomes import InfrastructureError  # noqa: E402
 from raydist.problems.config import SettingError as ProblemsSettingError  # noqa: E402
 from raydist.problems.phases import ProblemsError  # noqa: E402
 from raydist.problems.records import RunDirMismatch  # noqa: E402
-from raydist.sandbox import BaseImageMissing, SandboxUnavailable  # noqa: E402
+from raydist.reporting import write_sweep_report  # noqa: E402
+from raydist.sandbox import BaseImageMissing, SandboxUnavailable, connect, sweep_orphans  # noqa: E402
 
 __all__ = ["EXIT_BUDGET", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_SETTING", "Entry", "Jobs", "SettingProblem",
            "exit_status_of", "launch", "run_one", "shut_down"]
@@ -155,8 +157,6 @@ def shut_down(docker_host: str | None, sweep: bool = True) -> None:
         ray.shutdown()
     if not sweep:
         return
-    from raydist.sandbox import connect, sweep_orphans
-
     try:
         sweep_orphans(connect(docker_host))
     except SandboxUnavailable:
@@ -200,8 +200,6 @@ def launch(entry: Entry, argv: Sequence[str] | None = None) -> int:
     import hydra
     from hydra.core.hydra_config import HydraConfig
 
-    from raydist.driver.preflight import CONF_DIR
-
     args = list(sys.argv[1:] if argv is None else argv)
     if entry.preflight is not None:
         problem = entry.preflight(args)
@@ -226,7 +224,5 @@ def launch(entry: Entry, argv: Sequence[str] | None = None) -> int:
     finally:
         sys.argv = saved
     if not jobs.interrupted and entry.sweep_report is not None:
-        from raydist.reporting import write_sweep_report
-
         write_sweep_report(jobs.reported, **entry.sweep_report)
     return jobs.status(multirun="--multirun" in args or "-m" in args)

@@ -30,6 +30,8 @@ from __future__ import annotations
 import errno
 from dataclasses import dataclass
 
+from raydist.views.recover import PatchApplyError
+
 RESOLVED = "resolved"
 UNRESOLVED = "unresolved"
 ANSWERED = "answered"
@@ -129,13 +131,11 @@ def classify_exception(exc: BaseException) -> tuple[str, str]:
 
 
 def _known_exception(exc: BaseException) -> tuple[str, str] | None:
-    # Imported here: this module is pure and imported by results/, which needs neither.
-    import docker.errors
+    import docker.errors  # deferred: this module is pure and imported by results/, which needs no Docker
     import requests.exceptions
 
-    from raydist.sandbox.engine import SandboxUnavailable
-    from raydist.sandbox.images import BaseImageMissing, ImageBuildError
-    from raydist.views.recover import PatchApplyError
+    from raydist.sandbox.engine import SandboxUnavailable  # deferred: docker
+    from raydist.sandbox.images import BaseImageMissing, ImageBuildError  # deferred: docker
 
     if isinstance(exc, (SandboxUnavailable, docker.errors.DockerException, requests.exceptions.ConnectionError)):
         return INFRASTRUCTURE_ERROR, "docker"

@@ -15,6 +15,7 @@ import ast
 import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -399,3 +400,109 @@ def test_a_module_that_starts_importing_docker_is_found(tmp_path):
 def test_architecture_doc_names_every_module_that_imports_ray_and_docker(library):
     text = ARCHITECTURE.read_text(encoding="utf-8")
     assert documented_importers(text, library.capitalize()) == importers_of(ROOT, "raydist", library)
+
+
+# --- lazy imports ---------------------------------------------------------------------------
+
+HEAVY = ("ray", "docker", "litellm", "torch", "sentence_transformers", "swebench", "datasets")
+"""Third-party libraries whose import is slow or reads environment defaults at import time: the
+only reason an import of a raydist module may stand inside a function."""
+
+DEFERRED = re.compile(r"#\s*deferred:\s*([\w, ]+)")
+
+
+@dataclass(frozen=True)
+class LazyImport:
+    """A function-level import of ``target`` (a module of the package) at ``path:line``, and
+    the libraries its ``# deferred: <library>`` comment names (empty: no comment)."""
+
+    path: Path
+    line: int
+    target: str
+    named: tuple[str, ...]
+
+
+def lazy_imports(root: Path, package: str) -> list[LazyImport]:
+    """Every import of a module of ``package`` inside a function body of ``package`` (TYPE_CHECKING
+    blocks are no function bodies), with the libraries its comment says it defers."""
+    found = []
+    for imp in imports(root, package):
+        tree_lines = imp.path.read_text(encoding="utf-8").splitlines()
+        found.append((imp, tree_lines))
+    in_functions = _function_import_lines(root, package)
+    result = []
+    for imp, lines in found:
+        if (imp.path, imp.line) not in in_functions:
+            continue
+        end = in_functions[(imp.path, imp.line)]
+        comment = " ".join(lines[imp.line - 1:end])
+        match = DEFERRED.search(comment)
+        named = tuple(n.strip() for n in match.group(1).split(",") if n.strip()) if match else ()
+        result.append(LazyImport(imp.path, imp.line, imp.target, named))
+    return sorted(set(result), key=lambda i: (str(i.path), i.line, i.target))
+
+
+def _function_import_lines(root: Path, package: str) -> dict[tuple[Path, int], int]:
+    """``(path, first line) -> last line`` of every import statement inside a function body."""
+    out = {}
+    for path in module_names(root, package).values():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for fn in ast.walk(tree):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for node in ast.walk(fn):
+                    if isinstance(node, (ast.Import, ast.ImportFrom)):
+                        out[(path, node.lineno)] = node.end_lineno or node.lineno
+    return out
+
+
+def libraries_loaded(root: Path, module: str) -> set[str]:
+    """Which of ``HEAVY`` importing ``module`` alone loads, in a fresh interpreter with ``root``
+    first on ``sys.path``."""
+    code = f"import importlib, sys; importlib.import_module({module!r}); print(' '.join(sys.modules))"
+    run = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120,
+                         check=False, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+    assert run.returncode == 0, f"importing {module}: {run.stderr.strip().splitlines()[-1:]}"
+    return set(HEAVY) & set(run.stdout.split())
+
+
+def unjustified_lazy_imports(root: Path, package: str) -> list[str]:
+    """The function-level imports of ``package``'s own modules that have no reason to be lazy:
+    no ``# deferred: <library>`` comment, a library that is not one of ``HEAVY``, or one that
+    importing the target does not load (a stale reason). One line each, naming the place."""
+    found = lazy_imports(root, package)
+    targets = sorted({lazy.target for lazy in found if lazy.named})
+    with ThreadPoolExecutor(max_workers=2) as pool:  # each import of a heavy library takes seconds
+        loaded = dict(zip(targets, pool.map(lambda target: libraries_loaded(root, target), targets), strict=True))
+    problems = []
+    for lazy in found:
+        where = f"{lazy.path.relative_to(root)}:{lazy.line} imports {lazy.target} inside a function"
+        if not lazy.named:
+            problems.append(f"{where}: import it at module level, or say '# deferred: <library>' (one of "
+                            f"{', '.join(HEAVY)}) when it loads one")
+            continue
+        stale = [name for name in lazy.named if name not in HEAVY or name not in loaded[lazy.target]]
+        if stale:
+            problems.append(f"{where}: it says it defers {', '.join(stale)}, but importing {lazy.target} loads "
+                            f"{', '.join(sorted(loaded[lazy.target])) or 'none of ' + ', '.join(HEAVY)}")
+    return problems
+
+
+def test_a_lazy_import_without_a_reason_or_with_a_stale_one_is_named(tmp_path):
+    root = _tree(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/light.py": "import json\n",
+        "pkg/heavy.py": "import docker\n",
+        "pkg/a.py": ("def f():\n    from pkg.light import json\n\n\n"
+                     "def g():\n    from pkg.heavy import docker  # deferred: docker\n\n\n"
+                     "def h():\n    from pkg import light  # deferred: docker\n"),
+    })
+    assert unjustified_lazy_imports(root, "pkg") == [
+        "pkg/a.py:2 imports pkg.light inside a function: import it at module level, or say '# deferred: "
+        f"<library>' (one of {', '.join(HEAVY)}) when it loads one",
+        "pkg/a.py:10 imports pkg.light inside a function: it says it defers docker, but importing pkg.light "
+        f"loads none of {', '.join(HEAVY)}",
+    ]
+
+
+def test_raydist_imports_its_own_modules_lazily_only_to_defer_a_heavy_library():
+    assert unjustified_lazy_imports(ROOT, "raydist") == []

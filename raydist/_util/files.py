@@ -11,6 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+import pyarrow.parquet as pq  # pyarrow loads only for the callers that write tables
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -59,8 +61,6 @@ def atomic_write_parquet(path: str | Path, table: pa.Table, *, mode: int = 0o644
     """Replace ``path`` by ``table`` as Parquet, at once. Raises ``OSError``, or what
     ``pyarrow.parquet.write_table`` raises for a table Parquet cannot hold (e.g. a null in a
     non-nullable column); ``path`` is untouched then."""
-    import pyarrow.parquet as pq  # pyarrow loads only for the callers that write tables
-
     with temporary_beside(path, mode) as (handle, tmp):
         pq.write_table(table, handle)
         handle.flush()

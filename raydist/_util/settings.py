@@ -22,6 +22,8 @@ import typing
 from collections.abc import Iterator
 from typing import Any
 
+from omegaconf import DictConfig, OmegaConf
+
 __all__ = ["KEY", "SettingsError", "build", "is_keyed", "keyed_fields", "keyless", "keyless_fields",
            "keyless_paths", "node_types", "structured"]
 
@@ -91,8 +93,6 @@ def structured(cls: type) -> Any:
     """``OmegaConf.structured(cls)`` with every node writable: OmegaConf makes the node of a
     frozen dataclass read-only, and Hydra could then not merge a group or an override into it.
     The frozen class is built again by :func:`build`."""
-    from omegaconf import DictConfig, OmegaConf
-
     def writable(node: Any) -> None:
         node._set_flag("readonly", None)
         if isinstance(node, DictConfig) and not node._is_none() and not node._is_missing():

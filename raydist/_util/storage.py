@@ -20,6 +20,10 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pyarrow.fs as pafs
+
+from raydist._util.files import atomic_write_bytes
+
 __all__ = ["CACHE_FOLDER", "SCHEMES", "JsonCache", "Storage", "StorageError", "cache_storage", "check_storage_uri",
            "mirror_of", "mirrored", "open_storage", "pull", "push"]
 
@@ -92,8 +96,6 @@ class Storage:
         """``(pyarrow filesystem, root path on it)``; resolved once. Raises what
         ``pyarrow.fs.FileSystem.from_uri`` raises."""
         if self._fs is None:
-            import pyarrow.fs as pafs
-
             self._fs, self._root = pafs.FileSystem.from_uri(self.uri)
         return self._fs, self._root
 
@@ -103,8 +105,6 @@ class Storage:
 
     def local_path(self) -> Path | None:
         """The folder on this machine's disk when the filesystem is local, else None."""
-        import pyarrow.fs as pafs
-
         fs, root = self.filesystem()
         return Path(root) if isinstance(fs, pafs.LocalFileSystem) else None
 
@@ -126,8 +126,6 @@ class Storage:
         through a temporary file and a rename, on an object store as one put. Raises ``OSError``."""
         local = self.local_path()
         if local is not None:
-            from raydist._util.files import atomic_write_bytes
-
             target = local / relative
             target.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_bytes(target, data)
@@ -153,8 +151,6 @@ class Storage:
     def files(self, relative: str = "") -> dict[str, int]:
         """``{path relative to this folder: size}`` of every file below ``relative`` (``{}``
         when it does not exist)."""
-        import pyarrow.fs as pafs
-
         fs, root = self.filesystem()
         selector = pafs.FileSelector(self._path(relative), recursive=True, allow_not_found=True)
         return {posixpath.relpath(info.path, root): int(info.size or 0) for info in fs.get_file_info(selector)
@@ -279,8 +275,6 @@ def pull(storage: Storage, folder: str | os.PathLike) -> int:
         data = storage.read_bytes(rel)
         if data is None:
             continue
-        from raydist._util.files import atomic_write_bytes
-
         target = root / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(target, data)

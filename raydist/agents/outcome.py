@@ -11,10 +11,12 @@ from typing import TYPE_CHECKING
 
 from minisweagent.agents.default import DefaultAgent
 
+from raydist.agents.environment import exposure_log
 from raydist.agents.taxonomy import PRIORITY
 from raydist.models.endpoint import LOCAL_PLACEHOLDER_KEY
 from raydist.results.redact import redact, secret_values
 from raydist.results.store import atomic_write_text
+from raydist.views.audit import IdentitySet, view_manifest
 
 if TYPE_CHECKING:
     from raydist.views import View
@@ -98,9 +100,6 @@ def exposure_columns(view: View, step_records) -> dict:
 
     Raises ValueError when ``view`` carries no identity tokens (built by hand, not by
     ``raydist.views.build_view``): its counts would be 0 by construction, not measured."""
-    from raydist.agents.environment import exposure_log
-    from raydist.views.audit import IdentitySet, view_manifest
-
     identity = getattr(view, "identity", None)
     if not isinstance(identity, IdentitySet) or len(identity) == 0:
         raise ValueError(f"no exposure audit for view {getattr(view, 'instance_id', view)!r}: it carries no identity "

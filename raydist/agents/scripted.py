@@ -17,6 +17,8 @@ from minisweagent.models.utils.actions_text import format_observation_messages
 from raydist.agents.environment import SUBMIT_MARKER, ViewEnvironment
 from raydist.agents.outcome import AgentOutcome, RecordingAgent
 from raydist.agents.settings import AgentSettings, load_prompts
+from raydist.grading.apply import apply_patch
+from raydist.views import PatchApplyError
 from raydist.views.recover import patched_paths
 
 if TYPE_CHECKING:
@@ -126,9 +128,6 @@ def gold_texts(sandbox: Sandbox, patch: str, originals: dict[str, str | None]) -
     its fallbacks up to ``patch --fuzz=5``), in a scratch git repository under ``/tmp`` of
     ``sandbox`` holding only those files; removed afterwards. Raises ``PatchApplyError`` with
     the tools' output when no method applies it."""
-    from raydist.grading.apply import apply_patch
-    from raydist.views import PatchApplyError
-
     scratch = f"/tmp/raydist-gold-{secrets.token_hex(8)}"
     sandbox.exec(f"mkdir -p {scratch}", timeout=60, cwd="/")
     try:

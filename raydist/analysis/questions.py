@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from raydist.analysis.repositories import COST_COLUMNS
 from raydist.analysis.runs import BASELINE, level_key
 from raydist.outcomes import ERRORS, SCORED
+from raydist.qa.judge import DIMENSIONS
 from raydist.tasks.swe_qa import QA_TASK
 
 
@@ -56,8 +57,6 @@ def question_table(table: pa.Table) -> list[dict]:
 
 
 def _cell(model: str, agent: str, level: str, units: list[dict]) -> dict:
-    from raydist.qa.judge import DIMENSIONS
-
     done = [u for u in units if u["outcome"] in SCORED and u["qa_score"] is not None]
     seeds: dict[int, list[float]] = {}
     for unit in done:

@@ -22,6 +22,7 @@ from raydist.outcomes import FINISHED, OUTCOMES, RESOLVED
 from raydist.results.report import find_run_dirs
 from raydist.results.schema import RUNS_SCHEMA
 from raydist.results.summary import CATEGORIES as ACTION_COLUMNS
+from raydist.views.levels import ALIASES  # the level registry; imported once, on first sort
 
 BASELINE = "L0"
 REQUIRED_COLUMNS = ("key", "instance_id", "model", "agent", "level", "seed", "resolved", "outcome", "steps",
@@ -139,8 +140,6 @@ def short_cells(table: pa.Table) -> list[dict]:
 
 @functools.cache
 def _aliases() -> dict:
-    from raydist.views.levels import ALIASES  # the level registry; imported once, on first sort
-
     return ALIASES
 
 

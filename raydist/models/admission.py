@@ -21,6 +21,8 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Self
 
+from raydist.models.pricing import UnknownPrice, completion_cost
+
 if TYPE_CHECKING:  # annotations only: the endpoint module loads litellm
     from raydist.models.endpoint import ModelEndpoint
 
@@ -363,8 +365,6 @@ def record_usage(ref: AdmissionRef | None, response, endpoint: ModelEndpoint) ->
     if ref is None:
         return
     import ray
-
-    from raydist.models.pricing import UnknownPrice, completion_cost
 
     usage = getattr(response, "usage", None)
     try:

@@ -27,6 +27,7 @@ import urllib.request
 from collections import deque
 from pathlib import Path
 
+from raydist.models.llama_server import LlamaServerMissing, llama_server_path
 from raydist.models.local import embedded_model_path
 
 _PR_SET_PDEATHSIG = 1
@@ -160,8 +161,6 @@ class ServerProcess:
         if any("{llama_server}" in part for part in self.command):
             # Imported here, not at the top, so `python -m raydist.models.llama_server` (which
             # imports this package first) runs its module only once.
-            from raydist.models.llama_server import LlamaServerMissing, llama_server_path
-
             try:
                 values["llama_server"] = llama_server_path()
             except LlamaServerMissing as exc:

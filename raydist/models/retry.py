@@ -16,6 +16,7 @@ from tenacity import (
     wait_exponential,
 )
 
+from raydist.models.admission import record_usage, slot
 from raydist.models.endpoint import ModelEndpoint
 from raydist.outcomes import InfrastructureError
 
@@ -138,8 +139,6 @@ def call_with_retries(call: Callable[[], T], *, endpoint: ModelEndpoint, retries
             the attempts and the last error.
         Exception: any non-transient error of ``call`` (e.g. ``NON_TRANSIENT_ERRORS``), at once.
     """
-    from raydist.models.admission import record_usage, slot
-
     if retries < 1:
         raise ValueError(f"retries must be at least 1, got {retries}")
     admission = getattr(endpoint, "admission", None)

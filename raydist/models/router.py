@@ -186,7 +186,7 @@ def replica_router(endpoint: ModelEndpoint) -> ReplicaRouter:
     """This process's ``ReplicaRouter`` of ``endpoint`` (a ``ModelEndpoint`` with
     ``replica_names``), built on first use: its replicas are asked of their ``ModelServer``
     actors (``raydist.models.server.ready_replicas``), so this imports Ray."""
-    from raydist.models.endpoint import RESTART_WAIT_S
+    from raydist.models.endpoint import RESTART_WAIT_S  # deferred: litellm
 
     key = (endpoint.litellm_model, tuple(endpoint.replica_names), endpoint.server_namespace)
     with _ROUTERS_LOCK:
@@ -197,8 +197,8 @@ def replica_router(endpoint: ModelEndpoint) -> ReplicaRouter:
 
 
 def _actor_lookup(litellm_model: str, names: tuple[str, ...], namespace: str | None):
-    from raydist.models.retry import ModelUnreachable
-    from raydist.models.server import ModelServerError, ready_replicas
+    from raydist.models.retry import ModelUnreachable  # deferred: litellm
+    from raydist.models.server import ModelServerError, ready_replicas  # deferred: ray
 
     def lookup(wait_s: float) -> list[Replica]:
         try:

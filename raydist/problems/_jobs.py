@@ -5,6 +5,7 @@ runs before Hydra."""
 from __future__ import annotations
 
 from raydist._util.run_dirs import job_name
+from raydist.problems.config import ProblemsSettings
 
 __all__ = ["job_dir_name", "unknown_override"]
 
@@ -26,8 +27,6 @@ def unknown_override(args: list[str]) -> str | None:
     own and those of the shared groups (benchmark, sandbox, cluster, local_models) are left to
     Hydra and their users."""
     from pydantic import BaseModel
-
-    from raydist.problems.config import ProblemsSettings
 
     for arg in args:
         key = arg.split("=", 1)[0]

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+from hydra.core.config_store import ConfigStore
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from raydist._util.folders import CACHE_DIR, DATA_ROOT, OUTPUT_ROOT
+from raydist._util.storage import StorageError, check_storage_uri
 
 __all__ = ["Analysis", "BudgetSection", "Evaluation", "Execution", "Generation", "ProblemsSettings", "Requests",
            "SettingError", "defaults", "register", "settings_from"]
@@ -224,8 +226,6 @@ class ProblemsSettings(_Section):
     @field_validator("storage")
     @classmethod
     def _storage(cls, value: str | None) -> str | None:
-        from raydist._util.storage import StorageError, check_storage_uri
-
         if value is not None:
             try:
                 check_storage_uri(value)
@@ -257,8 +257,6 @@ def defaults(shared: dict | None = None) -> dict:
 def register(shared: dict | None = None) -> None:
     """Store :func:`defaults` (``shared`` as there) in Hydra's ConfigStore as
     ``problems_defaults`` (problems.yaml lists it first in its defaults)."""
-    from hydra.core.config_store import ConfigStore
-
     ConfigStore.instance().store(name="problems_defaults", node=defaults(shared))
 
 

@@ -9,13 +9,17 @@ phase skips the items it finished in an earlier launch, so the same command resu
 
 from __future__ import annotations
 
+from raydist._util.files import atomic_write_text
 from raydist._util.storage import mirrored
+from raydist.cluster.scheduler import init_ray, interrupt_on_signals
+from raydist.models.admission import Admission, Budget
 from raydist.problems.job import ProblemsJob
 from raydist.problems.phases import execute, generate, seeds, validate
 from raydist.problems.records import check_run_dir
 from raydist.problems.report import report
 from raydist.problems.summary import metrics
 from raydist.results.budget import Spending
+from raydist.sandbox import connect, ensure_base_image
 
 __all__ = ["run_problems"]
 
@@ -26,8 +30,6 @@ def run_problems(job: ProblemsJob) -> dict:
 
     Raises ``ProblemsError`` (bad seed selection), ``RunDirMismatch`` (the run directory holds
     variants of other settings), ``SandboxUnavailable`` / ``BaseImageMissing`` (no sandbox)."""
-    from raydist.models.admission import Admission, Budget
-
     seed_set = seeds(job)
     budget = Budget(**job.settings.budget.model_dump())
     with mirrored(job.mirror(), job.run_dir):
@@ -59,8 +61,6 @@ def _spending(budget, admission, not_started: tuple[dict, ...]) -> Spending:
 
 def _append_spending(summary, spending: Spending) -> None:
     """Put the spending under ``summary`` (written by ``report``) and its stop line on top; print both."""
-    from raydist._util.files import atomic_write_text
-
     text = summary.read_text() if summary.exists() else ""
     if spending.summary_line():
         text = f"{spending.summary_line()}\n\n{text}"
@@ -70,9 +70,6 @@ def _append_spending(summary, spending: Spending) -> None:
 
 def _start(job: ProblemsJob) -> str:
     """The sandbox's base image (built when missing) and Ray, started; the image's tag."""
-    from raydist.cluster.scheduler import init_ray, interrupt_on_signals
-    from raydist.sandbox import connect, ensure_base_image
-
     image = ensure_base_image(connect(job.docker_host), job.base_image)
     init_ray(job.ray)
     interrupt_on_signals()  # the launcher keeps every finished item and says how to resume

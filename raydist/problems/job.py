@@ -6,7 +6,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from raydist._util.hashing import stable_hash
+from raydist._util.storage import CACHE_FOLDER, JsonCache, Storage, mirror_of
 from raydist.cluster.scheduler import RayOptions
+from raydist.problems.agents import load_dyc_prompts
 from raydist.problems.config import Analysis, Evaluation, Execution, Generation, ProblemsSettings, Requests
 from raydist.problems.records import RUN_SETTINGS
 
@@ -37,8 +39,6 @@ class ProblemsJob:
     def answers(self):
         """The LLM answer cache (``raydist._util.storage.JsonCache``): ``<cache_dir>/problems/llm``
         on the driver's disk, or ``<storage>/_cache/problems/llm``."""
-        from raydist._util.storage import CACHE_FOLDER, JsonCache, Storage
-
         if self.storage:
             return JsonCache(Storage(self.storage).child(f"{CACHE_FOLDER}/problems/llm"))
         return JsonCache(self.cache_dir / "llm")
@@ -46,8 +46,6 @@ class ProblemsJob:
     def mirror(self):
         """The ``Storage`` the run directory is mirrored to, None without ``storage``. Raises
         ``ValueError`` when the run directory is not below ``output_root``."""
-        from raydist._util.storage import mirror_of
-
         return mirror_of(self.storage, self.run_dir, self.settings.output_root)
 
     @property
@@ -106,8 +104,6 @@ class ProblemsJob:
     def run_settings(self) -> dict:
         """What the variants of the run directory depend on besides their ids: the generation
         settings of ``RUN_SETTINGS``, the agents' prompt templates (a digest) and the seed source."""
-        from raydist.problems.agents import load_dyc_prompts
-
         gen = self.generation.model_dump(mode="json")
         prompts = load_dyc_prompts(self.generation.prompts_dir)
         return {**{k: gen[k] for k in RUN_SETTINGS}, "dataset": self.dataset,

@@ -18,12 +18,18 @@ import json
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from raydist._util.files import atomic_write_json
 from raydist._util.hashing import stable_hash
+from raydist.cluster.cache_host import host_cache
+from raydist.cluster.serving import serve_model
+from raydist.problems.agents import load_dyc_prompts, propose_scenarios
+from raydist.problems.evaluate import Item
 from raydist.problems.generate import Variant, variant_id
 from raydist.problems.job import ProblemsJob
+from raydist.problems.llm import LLMCallFailed
 from raydist.problems.records import RecordStore, append_calls, completion_key
-from raydist.problems.seeds import Problem
-from raydist.problems.work import canonical_check, evaluate_one, fan_out, generate_one, item_of
+from raydist.problems.seeds import MalformedProblem, Problem, load_seeds
+from raydist.problems.work import build_llm, canonical_check, evaluate_one, fan_out, generate_one, item_of
 
 if TYPE_CHECKING:  # annotations only: the endpoint module loads litellm
     from raydist.models.endpoint import ModelEndpoint
@@ -74,8 +80,6 @@ class Executed:
 
 def seeds(job: ProblemsJob) -> Seeds:
     """The selected seed problems. Raises ProblemsError for a malformed or empty selection."""
-    from raydist.problems.seeds import MalformedProblem, load_seeds
-
     bench = job.settings.benchmark
     try:
         problems = load_seeds(job.dataset, path=job.source, limit=job.limit, ids=None if job.ids is None
@@ -129,11 +133,6 @@ def generate(job: ProblemsJob, seed_set: Seeds, *, run: bool = True, admission=N
 def _scenario_pool(job: ProblemsJob, endpoint: ModelEndpoint) -> list[str]:
     """The stored pool, or a new one grown from the seed domains (§3.2; stored unless the
     proposer failed, so the next launch proposes again)."""
-    from raydist._util.files import atomic_write_json
-    from raydist.problems.agents import load_dyc_prompts, propose_scenarios
-    from raydist.problems.llm import LLMCallFailed
-    from raydist.problems.work import build_llm
-
     gen, path = job.generation, job.run_dir / "scenarios.json"
     if path.exists():
         return json.loads(path.read_text())
@@ -183,8 +182,6 @@ def execute(job: ProblemsJob, seed_set: Seeds, validated: Validated, image: str 
     every model under test, each scored in the sandbox (a failed call is run again). With
     ``admission`` every call is booked under ``evaluation`` and no item starts once the
     budget is spent."""
-    from raydist.problems.evaluate import Item
-
     ev = job.evaluation
     variants = [v for v in validated.variants if v.accepted and v.canonical_passed]
     items = [Item(p.problem_id, None, p.prompt, p.entry_point, tuple(p.tests), p.test_setup)
@@ -225,8 +222,6 @@ def execute(job: ProblemsJob, seed_set: Seeds, validated: Validated, image: str 
 def hosted_answers(job: ProblemsJob):
     """The job's LLM answer cache (``ProblemsJob.answers``) served to Ray tasks on any node by
     an actor on the driver's node (``raydist.cluster.cache_host``)."""
-    from raydist.cluster.cache_host import host_cache
-
     return host_cache(job.answers().storage)
 
 
@@ -236,7 +231,5 @@ def _variant(record: dict) -> Variant:
 
 
 def _serve(job: ProblemsJob, model: str):
-    from raydist.cluster.serving import serve_model
-
     return serve_model(model, job.local_model(model))
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from raydist._util.files import atomic_write_parquet, atomic_write_text
+from raydist.analysis.baselines import perturb
+from raydist.analysis.diversity import diversity_table
 from raydist.problems.generate import export_for_human_check, variants_table
 from raydist.problems.job import ProblemsJob
 from raydist.problems.phases import Seeds, Validated
@@ -125,8 +127,6 @@ def diversity_rows(baselines: list[str], seeds: list[tuple[str, str, str]],
     seed_prompt, variant_prompt)`` for DyCodeEval's ``accepted`` variants (``(seed_id,
     prompt)``) of the ``seeds`` (``(problem_id, prompt, entry_point)``), then two perturbations
     (seeds 0 and 1) of every seed by each rule-based baseline that applies to it."""
-    from raydist.analysis.baselines import perturb
-
     prompts = {problem_id: prompt for problem_id, prompt, _ in seeds}
     rows = [("dycodeeval", seed_id, prompts[seed_id], prompt) for seed_id, prompt in accepted if seed_id in prompts]
     for name in baselines:
@@ -143,8 +143,6 @@ def diversity_markdown(baselines: list[str], problems: list, accepted: list) -> 
     """§4.4's table: external (variant vs seed) and internal (variant vs variant) BLEU-4 and
     semantic similarity, for DyCodeEval's accepted variants and each rule-based baseline
     (two seeds of each per problem, :func:`diversity_rows`). Lower means more diverse."""
-    from raydist.analysis.diversity import diversity_table
-
     table = diversity_table(diversity_rows(baselines, [(p.problem_id, p.prompt, p.entry_point) for p in problems],
                                            [(v.seed_id, v.prompt) for v in accepted]))
     return diversity_table_markdown(table)

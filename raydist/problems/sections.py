@@ -27,6 +27,7 @@ from pathlib import Path
 
 from raydist.analysis import problems_figures as figures
 from raydist.analysis.contamination import contamination_fit
+from raydist.analysis.diversity import diversity_table
 from raydist.problems.config import BASELINES
 from raydist.problems.report import diversity_rows
 from raydist.problems.summary import collision_numbers, stability_numbers
@@ -156,8 +157,6 @@ def _accepted(run: ProblemRun) -> list[dict]:
 
 
 def _diversity_section(run: ProblemRun, baselines: Sequence[str], embedder) -> Section:
-    from raydist.analysis.diversity import diversity_table
-
     seeds = {v["seed_id"]: (v["seed_id"], v["seed_prompt"], v["entry_point"]) for v in run.variants}
     table = diversity_table(diversity_rows(list(baselines), list(seeds.values()),
                                            [(v["seed_id"], v["prompt"]) for v in _accepted(run)]), embedder)

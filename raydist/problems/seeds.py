@@ -20,6 +20,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
+import pyarrow.parquet as pq
+
 from raydist._util.hashing import stable_hash
 from raydist.problems._humaneval import convert_tests
 from raydist.problems._source import called_names, def_header, doctest_examples, function_node, parse
@@ -170,7 +172,6 @@ def _mbpp_records_from_hub(source: str) -> list[dict]:
     Raises FileNotFoundError naming ``source`` when the hub cannot be reached and nothing is
     cached, or the dataset has no ``sanitized/*.parquet`` file.
     """
-    import pyarrow.parquet as pq
     from huggingface_hub import snapshot_download
 
     repo = source[len(HF_PREFIX):].strip("/")

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import asdict, dataclass
 
+from raydist.analysis import collision as col
+from raydist.analysis.stability import stability
 from raydist.problems.job import ProblemsJob
 from raydist.problems.metrics import dypass_at_k, mean_pass_at_k
 from raydist.problems.phases import Executed, Generated, Seeds, Validated
@@ -143,8 +145,6 @@ def collision_numbers(variants: list[dict], pool_size: int) -> dict:
     "dataset_collision_rate", "dataset_collision_exact"}]}`` (rates and probabilities in [0, 1];
     None where undefined).
     """
-    from raydist.analysis import collision as col
-
     runs = max(Counter(v["seed_id"] for v in variants).values(), default=0)
     out: dict = {"runs": runs, "pool": pool_size, "rows": []}
     if runs < 2 or pool_size < 1:
@@ -188,8 +188,6 @@ def stability_numbers(variants: list[dict], rows: list[dict], confidence: float 
     "R": int, "mean", "std", "ci_low", "ci_high": float | None}}``; the last four are None
     with R < 2.
     """
-    from raydist.analysis.stability import stability
-
     dataset_of = {v["variant_id"]: int(v["generation_seed"]) for v in variants
                   if v["accepted"] and v.get("canonical_passed")}
     out: dict = {}

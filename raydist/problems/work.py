@@ -9,7 +9,15 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from raydist.cluster.scheduler import run_bounded
+from raydist.models.completion import litellm_complete
+from raydist.problems.agents import load_dyc_prompts
 from raydist.problems.config import Evaluation, Generation, Requests
+from raydist.problems.evaluate import Item, extract_solution, program_for, sample
+from raydist.problems.execute import ExecLimits, ProgramRunner
+from raydist.problems.generate import generate_variant
+from raydist.problems.llm import LLMCallFailed, RecordedLLM
+from raydist.sandbox import connect
 
 if TYPE_CHECKING:  # annotations only: the endpoint module loads litellm
     from raydist.models.endpoint import ModelEndpoint
@@ -24,9 +32,6 @@ def build_llm(endpoint: ModelEndpoint, *, model: str, temperature: float, cache,
     ``ProblemsJob.answers()`` on the driver, its ``HostedCache`` in a task). A request for ``max_tokens`` may
     take ``timeout_base_s + max_tokens / min_tokens_per_s`` seconds (``requests``), so a
     1024-token rewrite from a slow CPU server is waited for."""
-    from raydist.models.completion import litellm_complete
-    from raydist.problems.llm import RecordedLLM
-
     requests = requests or Requests()
     complete = litellm_complete(endpoint, temperature=temperature, timeout=float(requests.timeout_base_s),
                                 min_tokens_per_s=float(requests.min_tokens_per_s))
@@ -38,9 +43,6 @@ def generate_one(problem, scenario_pool: list[str], seed: int, endpoint: ModelEn
     """One variant record (``Variant`` as a dict plus its LLM ``calls``) for ``problem`` and
     generation seed ``seed``: contexts, rewrite and the validator's verdicts (§3.2). ``cache``
     holds the answers (``raydist.cluster.cache_host.HostedCache`` in a Ray task)."""
-    from raydist.problems.agents import load_dyc_prompts
-    from raydist.problems.generate import generate_variant
-
     llm = build_llm(endpoint, model=gen.model, temperature=float(gen.temperature), cache=cache, requests=requests)
     variant = generate_variant(llm, problem, scenario_pool, seed, load_dyc_prompts(gen.prompts_dir))
     data = asdict(variant)
@@ -50,8 +52,6 @@ def generate_one(problem, scenario_pool: list[str], seed: int, endpoint: ModelEn
 
 def item_of(variant):
     """The evaluation ``Item`` of a ``Variant`` (its prompt, the seed's tests)."""
-    from raydist.problems.evaluate import Item
-
     return Item(variant.seed_id, variant.variant_id, variant.prompt or "", variant.entry_point, tuple(variant.tests),
                 variant.test_setup)
 
@@ -59,10 +59,6 @@ def item_of(variant):
 def canonical_check(variants: list, docker_host, image: str, limits: dict, workers: int = 1) -> list[bool]:
     """Whether each ``Variant``'s canonical solution passes the variant's tests in the sandbox
     (a variant keeps the seed's tests and canonical solution, so this must hold, §3.2)."""
-    from raydist.problems.evaluate import program_for
-    from raydist.problems.execute import ExecLimits, ProgramRunner
-    from raydist.sandbox import connect
-
     programs = [program_for(item_of(v), v.canonical_solution) for v in variants]
     if not programs:
         return []
@@ -75,11 +71,6 @@ def evaluate_one(item, endpoint: ModelEndpoint, model: str, ev: Evaluation, limi
     """n completions of ``item`` by ``model``, each scored in the sandbox: a record with one
     entry per sample (``passed``, ``status``, ``seconds``, ``solution``) and the LLM calls; a
     failed model call is recorded as the record's ``error`` (never dropped)."""
-    from raydist.problems.evaluate import extract_solution, program_for, sample
-    from raydist.problems.execute import ExecLimits, ProgramRunner
-    from raydist.problems.llm import LLMCallFailed
-    from raydist.sandbox import connect
-
     llm = build_llm(endpoint, model=model, temperature=float(ev.temperature), cache=cache, requests=requests)
 
     def complete(messages, *, seed, max_tokens, grammar=None):
@@ -111,8 +102,6 @@ def fan_out(function: Callable, items: list, args_of: Callable[[Any], tuple], on
     from starting; returns those (they run on the next launch)."""
     import ray
     from tqdm import tqdm
-
-    from raydist.cluster.scheduler import run_bounded
 
     task = ray.remote(max_retries=0)(function).options(num_cpus=cpus)
     with tqdm(total=len(items), desc=label, unit="item", mininterval=1.0) as bar:

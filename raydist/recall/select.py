@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow.parquet as pq
+
 from raydist.recall.score import LEVELS, level_rank
 from raydist.recall.table import TABLE_NAME
 
@@ -20,8 +22,6 @@ def leakage_levels(path: str | Path) -> dict[str, str]:
         ValueError: naming ``benchmark.leakage`` when there is no such table or it lacks the
             ``instance_id``/``instance_level`` columns.
     """
-    import pyarrow.parquet as pq
-
     table_path = Path(path) / TABLE_NAME if Path(path).is_dir() else Path(path)
     if not table_path.is_file():
         raise ValueError(f"benchmark.leakage={str(path)!r}: no probe table there; write one with "

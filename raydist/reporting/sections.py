@@ -18,11 +18,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from raydist._util.extras import MissingExtra, require
+from raydist._util.files import atomic_write_text
 from raydist._util.run_dirs import GATE_DIR
 from raydist.analysis.questions import question_table, split_questions
 from raydist.analysis.repositories import FIGURE_CATEGORIES, added_action_shares, case_study, level_table
 from raydist.analysis.runs import BASELINE, finished_units, load_runs, short_cells, unfinished_run_dirs
 from raydist.analysis.significance import paired_significance, verdict_stability
+from raydist.problems.sections import problems_sections
+from raydist.qa.judge import DIMENSIONS
+from raydist.reporting._render import render_csv, render_html, render_markdown
 from raydist.results.report import find_run_dirs
 from raydist.results.summary import CATEGORIES as ACTION_CATEGORIES
 
@@ -81,8 +86,6 @@ def repository_sections(paths: Iterable[str | Path], *, seed: int = 0, diversity
 def _problems(problems_dirs: Sequence[Path], diversity: bool) -> list[Section]:
     """DyCodeEval's tables and figures (§4.3-§5: pass@k and DyPass@k, the contamination fit,
     diversity, collisions, stability) from ``raydist.problems.sections``, laid out as sections."""
-    from raydist.problems.sections import problems_sections
-
     return [Section(id=f"problems-{s.key}", title=f"{s.title} ({s.spec})", text=tuple(s.notes),
                     columns=tuple(s.columns), rows=tuple(tuple(r.get(c) for c in s.columns) for r in s.rows),
                     figure=s.figure)
@@ -129,8 +132,6 @@ def _table_i(table) -> Section:
 
 
 def _questions(table) -> Section:
-    from raydist.qa.judge import DIMENSIONS
-
     rows = question_table(table)
     columns = ("model", "agent", "level", "answered", "units", "seeds", "Average Score", "sd", "Δ score",
                *DIMENSIONS, "actions", "Δ actions %", "input tokens", "Δ input %", "input errors",
@@ -259,8 +260,6 @@ def _shares_figure(rows: list[dict]):
 
 
 def _plotly():
-    from raydist._util.extras import require
-
     return require("plotly.graph_objects", "analysis", "the report's figures")
 
 
@@ -269,9 +268,6 @@ def write_report(sections: Sequence[Section], out_dir: str | Path, *, title: str
     every figure embedded: it opens offline), ``report.md`` and ``<section id>.csv`` for every
     section with a table. Returns ``{"html": Path, "markdown": Path, "csv": [Path, ...]}``.
     Files are replaced atomically. Raises OSError when ``out_dir`` cannot be written."""
-    from raydist._util.files import atomic_write_text
-    from raydist.reporting._render import render_csv, render_html, render_markdown
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     html, markdown = out / "report.html", out / "report.md"
@@ -289,8 +285,6 @@ def report_dir_main(paths: Sequence[str], out: str) -> int:
     """``raydist report PATHS --out DIR``: write the report, print the HTML file's path;
     1 with one line on stderr when nothing can be read or the extra is missing."""
     import sys
-
-    from raydist._util.extras import MissingExtra
 
     try:
         written = write_report(repository_sections(paths), out, title=f"raydist report: {' '.join(map(str, paths))}")

@@ -9,6 +9,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from raydist._util.files import atomic_write_text
+
 BUDGET_FILE = "budget.json"
 
 EXIT_BUDGET_SPENT = 3
@@ -40,8 +42,6 @@ class Spending:
 
     def write(self, run_dir: Path) -> None:
         """Write ``budget.json`` in ``run_dir`` (the last launch's, replaced by each launch)."""
-        from raydist._util.files import atomic_write_text
-
         atomic_write_text(Path(run_dir) / BUDGET_FILE, json.dumps(asdict(self), indent=1) + "\n")
 
     @classmethod

@@ -16,6 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from raydist.results.budget import Spending
 from raydist.results.schema import RUNS_SCHEMA
 from raydist.results.summary import action_mix, action_mix_markdown, error_counts, summarise, to_markdown
 
@@ -84,8 +85,6 @@ def report_markdown(run_dirs: Sequence[Path], problems_dirs: Sequence[Path] = ()
 
 def _spending_markdown(run_dir: Path) -> str:
     """The last launch's spending in ``run_dir`` (``budget.json``), headed by the directory; "" if none."""
-    from raydist.results.budget import Spending
-
     spending = Spending.read(run_dir)
     return "" if spending is None else spending.markdown().replace("## Model calls and budget",
                                                                   f"## Model calls and budget: {run_dir}", 1)

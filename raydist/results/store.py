@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from raydist._util.files import atomic_write_parquet, atomic_write_text, temporary_beside
+from raydist._util.storage import push
 from raydist.outcomes import OUTCOMES, retryable
 from raydist.results.export import PREDS_DIR, write_predictions
 from raydist.results.schema import RUNS_SCHEMA, STEPS_SCHEMA, conform_table, normalise_row, step_rows, table_from_rows
@@ -158,8 +159,6 @@ class ResultStore:
     def _copy_to_mirror(self, key: str, files) -> None:
         """Copy unit ``key``'s files (steps before row, as on disk) to ``self.mirror``; a steps
         file of an earlier attempt is removed there as here. Raises ``OSError`` naming the file."""
-        from raydist._util.storage import push
-
         steps = self.steps_path(key)
         if not steps.exists():
             self.mirror.delete(steps.relative_to(self.run_dir).as_posix())

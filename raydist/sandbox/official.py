@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from raydist.sandbox.container import Limits, Sandbox
+from raydist.sandbox.images import _export_repo
+from raydist.sandbox.sources import file_lock
+
 DEFAULT_NAMESPACE = "swebench"
 
 
@@ -59,10 +63,6 @@ def official_repo_dir(client, image: str, cache_dir: Path) -> Path:
     """A host copy of ``image``'s ``/testbed`` at HEAD (``git archive``), cached under
     ``cache_dir/repos/official-<image id>``: the repository views are built from, exactly as
     ``raydist.sandbox.images`` exports its own images'."""
-    from raydist.sandbox.container import Limits, Sandbox
-    from raydist.sandbox.images import _export_repo
-    from raydist.sandbox.sources import file_lock
-
     key = "official-" + client.images.get(image).id.split(":")[-1][:16]
     repo_dir = Path(cache_dir) / "repos" / key
     with file_lock(Path(cache_dir) / "locks" / f"{key}.lock"):

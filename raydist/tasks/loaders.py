@@ -12,6 +12,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from raydist._util.files import atomic_write_parquet, atomic_write_text
 from raydist.tasks.records import instance_from_record
 from raydist.tasks.schema import Instance, MalformedInstance
@@ -113,8 +116,6 @@ def _from_json(path: Path) -> list[Instance]:
 
 
 def _from_parquet(path: Path) -> list[Instance]:
-    import pyarrow.parquet as pq
-
     rows = pq.read_table(path).to_pylist()
     return _build(((f"{path}:{n}", _drop_nulls(r)) for n, r in enumerate(rows, start=1)), "fix or remove that row")
 
@@ -175,8 +176,6 @@ def write_instances(instances: Sequence[Instance], path: str | Path) -> Path:
 
 
 def _write_parquet(records: list[dict], path: Path) -> None:
-    import pyarrow as pa
-
     # Columns are the union of all records' fields; pyarrow infers each column's type.
     names = list(dict.fromkeys(key for record in records for key in record))
     table = pa.table({name: pa.array([record.get(name) for record in records]) for name in names})

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from raydist.tasks.schema import Instance, MalformedInstance, Recipe, Sdist
+from raydist.views.l4.rewrite import functions_enclosing_patch
 
 QA_TASK = "qa"
 """``Instance.extra["task"]`` of a repository question (an instance without it is a patch task)."""
@@ -204,8 +205,6 @@ def cited_functions(instance: Instance, repo, limit: int = MAX_CITED_FUNCTIONS) 
     rewrites the functions enclosing the gold patch; a question has none, and the code its
     answer rests on plays that part). ``repo`` is the instance's ``RepoFiles``; a cited path is
     found as a unique suffix of one of its files; files that do not parse contribute nothing."""
-    from raydist.views.l4.rewrite import functions_enclosing_patch
-
     cited = citations(instance.extra.get("reference_answer", ""))
     files = {p: p for p in repo.python_files()}
     found: list[tuple[str, str]] = []

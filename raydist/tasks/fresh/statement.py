@@ -16,6 +16,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from raydist.models.completion import (
+    EmptyCompletion,  # litellm: loaded only when a statement is written
+)
+from raydist.models.retry import ModelUnreachable
 from raydist.prompts import DEFAULT_PROMPTS_DIR, read_templates, render
 from raydist.tasks.fresh.mutations import Mutation, is_test_file
 
@@ -140,11 +144,6 @@ def write_statement(complete: Complete | None, *, model: str | None, template: s
     ``complete`` None (no model configured) goes straight to the fallback. A try whose request
     fails (``ModelUnreachable``: the server did not answer in time) is rejected as
     ``model_error``; any other error of the model call (a bad request, credentials) raises."""
-    from raydist.models.completion import (
-        EmptyCompletion,  # litellm: loaded only when a statement is written
-    )
-    from raydist.models.retry import ModelUnreachable
-
     prompt = render(template, {"library": library, "version": version, "n_failing": len(failing),
                                "failing_tests": list(failing)[:10], "failures": excerpt})
     rejected: list[str] = []
