@@ -4,13 +4,18 @@ sweep bookkeeping every entry shares (raydist.launcher): pure, no Hydra run, no 
 
 from __future__ import annotations
 
+import ast
+import inspect
 import io
+import textwrap
+from dataclasses import fields
 
 import pytest
-from pydantic import BaseModel
 
+from raydist._util.settings import node_types
 from raydist.launch_problems import settings_of, shared_defaults
 from raydist.launcher import Jobs
+from raydist.models.admission import Budget
 from raydist.problems._jobs import job_dir_name, unknown_override
 from raydist.problems.config import ProblemsSettings, SettingError, defaults, settings_from
 
@@ -45,17 +50,27 @@ def test_the_defaults_are_the_values_problems_yaml_held():
     }
 
 
-def _models(model: type[BaseModel]):
-    yield model
-    for info in model.model_fields.values():
-        if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
-            yield from _models(info.annotation)
+def _nodes(cls: type):
+    yield cls
+    for child in node_types(cls).values():
+        yield from _nodes(child)
+
+
+def _documented_fields(cls: type) -> set[str]:
+    """The fields of dataclass ``cls`` followed by a docstring in its class body."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    body = tree.body[0].body
+    return {stmt.target.id for stmt, after in zip(body, body[1:], strict=False)
+            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
+            and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str) and after.value.value.strip()}
 
 
 def test_every_setting_says_what_it_means():
-    undocumented = [f"{m.__name__}.{name}" for m in _models(ProblemsSettings)
-                    for name, info in m.model_fields.items() if not (info.description or "").strip()]
+    undocumented = [f"{node.__name__}.{f.name}" for node in _nodes(ProblemsSettings) for f in fields(node)
+                    if f.name not in _documented_fields(node)]
     assert undocumented == []
+    assert node_types(ProblemsSettings)["budget"] is Budget  # the runtime class itself: no mirror
 
 
 @pytest.mark.parametrize(("data", "message"), [

@@ -44,18 +44,16 @@ class BudgetError(ValueError):
 
 @dataclass(frozen=True)
 class Budget:
-    """The most one launch may spend on model calls; None: no bound.
-
-    Attributes:
-        usd: US dollars (litellm's price of each response; local models cost 0).
-        tokens: prompt plus completion tokens, as the servers report them in ``usage``.
+    """``budget``: the most one launch may spend on model calls; None: no bound.
 
     Raises:
         BudgetError: a negative amount (names ``budget.usd`` or ``budget.tokens``).
     """
 
     usd: float | None = None
+    """US dollars (litellm's price of each response; local models cost 0)."""
     tokens: int | None = None
+    """Prompt plus completion tokens, as the servers report them in ``usage``."""
 
     def __post_init__(self) -> None:
         for key, value in (("usd", self.usd), ("tokens", self.tokens)):

@@ -5,7 +5,7 @@ runs before Hydra."""
 from __future__ import annotations
 
 from raydist._util.run_dirs import job_name
-from raydist.problems.config import ProblemsSettings
+from raydist.problems.config import unknown_key
 
 __all__ = ["job_dir_name", "unknown_override"]
 
@@ -23,24 +23,14 @@ def job_dir_name(overrides) -> str:
 
 def unknown_override(args: list[str]) -> str | None:
     """The first ``key=value`` of ``args`` whose key the problems settings do not have (a
-    message naming it and the keys allowed there), else None. Keys with ``+``/``~``, Hydra's
-    own and those of the shared groups (benchmark, sandbox, cluster, local_models) are left to
-    Hydra and their users."""
-    from pydantic import BaseModel
-
+    message naming it and the keys allowed there: ``raydist.problems.config.unknown_key``),
+    else None. Keys with ``+``/``~``, Hydra's own and those of the shared groups (benchmark,
+    sandbox, cluster, local_models) are left to Hydra and their users."""
     for arg in args:
         key = arg.split("=", 1)[0]
         if arg.startswith(("-", "+", "~")) or "=" not in arg or "/" in key or key.split(".")[0] == "hydra":
             continue
-        path = key.split(".")
-        model: type[BaseModel] = ProblemsSettings
-        for depth, part in enumerate(path):
-            fields = model.model_fields
-            if part not in fields:
-                where = ".".join(path[:depth]) or "the launch"
-                return f"{'.'.join(path)}: unknown setting; {where} takes {', '.join(fields)}"
-            annotation = fields[part].annotation
-            if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
-                break
-            model = annotation
+        problem = unknown_key(key.split("."))
+        if problem:
+            return problem
     return None

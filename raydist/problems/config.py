@@ -2,9 +2,11 @@
 them. ``raydist/conf/problems.yaml`` only selects config groups (benchmark, sandbox, cluster)
 and may override a value; Hydra composes, then :func:`settings_from` checks the result.
 
-The models are registered in Hydra's ConfigStore (:func:`register`) as the node
-``problems_defaults``, so every key below exists for a command-line override
-(``generation.variants_per_seed=5``) without a ``+``. Groups shared with the repository
+Each node is a frozen dataclass with one default and one docstring per field, as the main job's
+settings (``raydist.driver.config``) and the recall probe's are; ``budget`` is
+``raydist.models.admission.Budget`` itself. Their defaults are registered in Hydra's
+ConfigStore (:func:`register`) as the node ``problems_defaults``, so every key below exists for
+a command-line override (``generation.variants_per_seed=5``) without a ``+``. Groups shared with the repository
 launcher (``benchmark``, ``sandbox``, ``cluster``, ``local_models``) are passed through as
 mappings: their defaults are the repository launcher's, given to :func:`register` by the
 entry (``raydist.launch_problems``), which also checks ``sandbox`` and ``cluster`` by that
@@ -16,17 +18,19 @@ the launcher prints it and exits 2 before anything starts.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic_core import PydanticCustomError
 
 from raydist._util.folders import CACHE_DIR, DATA_ROOT, OUTPUT_ROOT
+from raydist._util.settings import node_types
 from raydist._util.storage import StorageError, check_storage_uri
+from raydist.models.admission import Budget, BudgetError
 
-__all__ = ["Analysis", "BudgetSection", "Evaluation", "Execution", "Generation", "ProblemsSettings", "Requests",
-           "SettingError", "defaults", "register", "settings_from"]
+__all__ = ["Analysis", "Evaluation", "Execution", "Generation", "ProblemsSettings", "Requests", "SettingError",
+           "defaults", "register", "settings_from"]
 
 PIPELINES = ("full", "generate", "evaluate")
 BASELINES = ("char_noise", "token_noise", "demo_deletion", "doc_to_comments", "variable_rename", "function_rename")
@@ -36,173 +40,194 @@ class SettingError(ValueError):
     """A setting of the launch is wrong; ``str()`` names the key, the value and what to give."""
 
 
-def _whole(default: int, least: int) -> Any:
-    return Field(default, ge=least, json_schema_extra={"give": f"give a whole number of at least {least}"})
+def _refuse(key: str, value: Any, give: str) -> SettingError:
+    value = list(value) if isinstance(value, tuple) else value
+    return SettingError(f"{key}={value!r}: {give}")
 
 
-def _number(default: float, *, positive: bool) -> Any:
-    bound = {"gt": 0} if positive else {"ge": 0}
-    return Field(default, **bound, json_schema_extra={
-        "give": f"give a number {'above' if positive else 'of at least'} 0"})
+def _is_whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _own(message: str) -> PydanticCustomError:
-    """An error whose text is the whole message the user sees."""
-    return PydanticCustomError("raydist", "{message}", {"message": message})
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _as_tuple(value: Any) -> Any:
-    """One name given alone counts as a list of one; a list becomes a tuple (the models are frozen)."""
+def _check_whole(node: str, name: str, value: Any, least: int) -> None:
+    if not _is_whole(value) or value < least:
+        raise _refuse(f"{node}.{name}", value, f"give a whole number of at least {least}")
+
+
+def _check_number(node: str, name: str, value: Any, *, positive: bool) -> None:
+    if not _is_number(value) or (value <= 0 if positive else value < 0):
+        raise _refuse(f"{node}.{name}", value, f"give a number {'above' if positive else 'of at least'} 0")
+
+
+def _check_text(node: str, name: str, value: Any, give: str) -> None:
+    if not isinstance(value, str):
+        raise _refuse(f"{node}.{name}", value, give)
+
+
+def _as_tuple(owner: Any, name: str, give: str, node: str) -> tuple:
+    """``owner.name`` as a tuple: one name given alone counts as a list of one."""
+    value = getattr(owner, name)
     if isinstance(value, (str, int)) and not isinstance(value, bool):
-        return (value,)
-    return tuple(value) if isinstance(value, list) else value
+        value = (value,)
+    elif isinstance(value, list):
+        value = tuple(value)
+    if not isinstance(value, tuple):
+        raise _refuse(f"{node}.{name}", value, give)
+    object.__setattr__(owner, name, value)
+    return value
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, use_attribute_docstrings=True)
-
-
-class Generation(_Section):
+@dataclass(frozen=True)
+class Generation:
     """The variant generator: DyCodeEval's four agents (§3.2) on one LLM."""
 
-    model: str = Field("gemma3-270m", json_schema_extra={"give": "give a model name"})
+    model: str = "gemma3-270m"
     """The LLM behind the four agents: a ``local_models`` entry or any litellm model name."""
-    variants_per_seed: int = _whole(2, 1)
+    variants_per_seed: int = 2
     """Variants per seed problem (generation seeds 0..N-1); §4.1 uses many more with a large model."""
-    scenarios: int = _whole(12, 1)
+    scenarios: int = 12
     """Size of the scenario pool the proposer grows from ``domains`` (§3.2)."""
-    domains: tuple[str, ...] = Field(("retail", "healthcare", "logistics", "education", "finance", "gaming",
-                                      "agriculture", "social media"), json_schema_extra={"give": "give a list"})
+    domains: tuple[str, ...] = ("retail", "healthcare", "logistics", "education", "finance", "gaming",
+                                "agriculture", "social media")
     """Seed domains of the scenario pool; they are its first scenarios."""
-    temperature: float = _number(0.7, positive=False)
+    temperature: float = 0.7
     """Sampling temperature of every agent call."""
-    seed: int = _whole(0, 0)
+    seed: int = 0
     """Request seed of the scenario proposer."""
-    prompts_dir: str = Field("conf/prompts", json_schema_extra={"give": "give a folder"})
+    prompts_dir: str = "conf/prompts"
     """Folder of the agents' prompt templates; a relative path is taken from the package folder."""
 
-    @field_validator("domains", mode="before")
-    @classmethod
-    def _domains(cls, value: Any) -> Any:
-        value = _as_tuple(value)
-        if isinstance(value, tuple) and (not value or not all(isinstance(d, str) and d.strip() for d in value)):
-            raise _own(f"generation.domains={list(value)!r}: give at least one seed domain, e.g. [retail]")
-        return value
+    def __post_init__(self) -> None:
+        _check_text("generation", "model", self.model, "give a model name")
+        _check_whole("generation", "variants_per_seed", self.variants_per_seed, 1)
+        _check_whole("generation", "scenarios", self.scenarios, 1)
+        domains = _as_tuple(self, "domains", "give a list", "generation")
+        if not domains or not all(isinstance(d, str) and d.strip() for d in domains):
+            raise SettingError(f"generation.domains={list(domains)!r}: give at least one seed domain, e.g. [retail]")
+        _check_number("generation", "temperature", self.temperature, positive=False)
+        _check_whole("generation", "seed", self.seed, 0)
+        _check_text("generation", "prompts_dir", self.prompts_dir, "give a folder")
 
 
-class Evaluation(_Section):
+@dataclass(frozen=True)
+class Evaluation:
     """The models under test and their sampling (§5)."""
 
-    models: tuple[str, ...] = Field(("gemma3-270m",), json_schema_extra={"give": "give a list, e.g. [a,b]"})
+    models: tuple[str, ...] = ("gemma3-270m",)
     """Models under test: ``local_models`` entries or litellm names; [] evaluates nothing."""
-    n: int = _whole(2, 1)
+    n: int = 2
     """Completions per prompt (seed or variant)."""
-    temperature: float = _number(0.8, positive=False)
+    temperature: float = 0.8
     """Sampling temperature of the models under test."""
-    max_tokens: int = _whole(320, 1)
+    max_tokens: int = 320
     """Longest answer asked of a model under test, in tokens."""
-    k: tuple[Annotated[int, Field(ge=1)], ...] = Field((1,), json_schema_extra={
-        "give": "give a whole number of at least 1"})
+    k: tuple[int, ...] = (1,)
     """The k of pass@k and DyPass@k (each at most ``n``)."""
 
-    @field_validator("models", "k", mode="before")
-    @classmethod
-    def _listed(cls, value: Any) -> Any:
-        return _as_tuple(value)
-
-    @field_validator("k")
-    @classmethod
-    def _some_k(cls, value: tuple[int, ...]) -> tuple[int, ...]:
-        if not value:
-            raise _own("evaluation.k=[]: give the k of pass@k and DyPass@k, e.g. evaluation.k=[1]")
-        return value
-
-    @model_validator(mode="after")
-    def _k_within_n(self) -> Evaluation:
-        if any(k > self.n for k in self.k):
-            raise _own(f"evaluation.k={list(self.k)} asks for more samples than evaluation.n={self.n}; raise n or "
-                       "lower k")
-        return self
+    def __post_init__(self) -> None:
+        models = _as_tuple(self, "models", "give a list, e.g. [a,b]", "evaluation")
+        for model in models:
+            _check_text("evaluation", "models", model, "give a list, e.g. [a,b]")
+        _check_whole("evaluation", "n", self.n, 1)
+        _check_number("evaluation", "temperature", self.temperature, positive=False)
+        _check_whole("evaluation", "max_tokens", self.max_tokens, 1)
+        ks = _as_tuple(self, "k", "give a whole number of at least 1", "evaluation")
+        for k in ks:
+            _check_whole("evaluation", "k", k, 1)
+        if not ks:
+            raise SettingError("evaluation.k=[]: give the k of pass@k and DyPass@k, e.g. evaluation.k=[1]")
+        if any(k > self.n for k in ks):
+            raise SettingError(f"evaluation.k={list(ks)} asks for more samples than evaluation.n={self.n}; raise n "
+                               "or lower k")
 
 
-class Execution(_Section):
+@dataclass(frozen=True)
+class Execution:
     """Limits of one model-written program in the sandbox (``raydist.problems.execute.ExecLimits``)."""
 
-    cpu_seconds: int = _whole(5, 1)
+    cpu_seconds: int = 5
     """CPU seconds (RLIMIT_CPU): busy loops."""
-    wall_seconds: float = _number(10.0, positive=True)
+    wall_seconds: float = 10.0
     """Wall-clock seconds: sleeping or blocked programs."""
-    memory_mb: int = _whole(512, 1)
+    memory_mb: int = 512
     """Address space in MB (RLIMIT_AS): huge allocations."""
-    max_processes: int = _whole(64, 1)
+    max_processes: int = 64
     """Processes and threads of the program's user (RLIMIT_NPROC): fork bombs."""
-    workers: int = _whole(1, 1)
+    workers: int = 1
     """Sandboxes one evaluation task runs its programs in, side by side."""
+
+    def __post_init__(self) -> None:
+        _check_whole("execution", "cpu_seconds", self.cpu_seconds, 1)
+        _check_number("execution", "wall_seconds", self.wall_seconds, positive=True)
+        _check_whole("execution", "memory_mb", self.memory_mb, 1)
+        _check_whole("execution", "max_processes", self.max_processes, 1)
+        _check_whole("execution", "workers", self.workers, 1)
 
     def limits(self) -> dict[str, Any]:
         """The ``ExecLimits`` keyword arguments."""
-        return self.model_dump(exclude={"workers"})
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "workers"}
 
 
-class Requests(_Section):
+@dataclass(frozen=True)
+class Requests:
     """Time one model request may take: ``timeout_base_s + max_tokens / min_tokens_per_s``
     seconds (``raydist.models.completion.request_timeout``); a request that times out is
     retried, then recorded as a failed call."""
 
-    timeout_base_s: float = _number(120.0, positive=True)
+    timeout_base_s: float = 120.0
     """Seconds every request may take, whatever its length."""
-    min_tokens_per_s: float = _number(4.0, positive=True)
+    min_tokens_per_s: float = 4.0
     """The slowest generation speed waited for (a CPU server answering a long rewrite)."""
 
-
-class BudgetSection(_Section):
-    """The most one launch may spend on model calls (generation and evaluation); null: no
-    bound (``raydist.models.admission.Budget``). Once spent, no new item starts; the summary
-    counts the items not started, and the same command with a larger budget runs them."""
-
-    usd: float | None = Field(None, ge=0, json_schema_extra={"give": "give a number of at least 0, or null"})
-    """US dollars (litellm's prices; local models cost 0)."""
-    tokens: int | None = Field(None, ge=0, json_schema_extra={"give": "give a whole number of at least 0, or null"})
-    """Prompt plus completion tokens as the model servers report them."""
+    def __post_init__(self) -> None:
+        _check_number("requests", "timeout_base_s", self.timeout_base_s, positive=True)
+        _check_number("requests", "min_tokens_per_s", self.min_tokens_per_s, positive=True)
 
 
-class Analysis(_Section):
+@dataclass(frozen=True)
+class Analysis:
     """The tables beyond pass@k: human check export and diversity baselines (§4.4)."""
 
-    human_check: int = _whole(10, 0)
+    human_check: int = 10
     """Seed/variant pairs exported to ``human_check.csv`` for human verification (Appendix D)."""
-    baselines: tuple[str, ...] = Field(BASELINES, json_schema_extra={"give": "give a list"})
+    baselines: tuple[str, ...] = BASELINES
     """Rule-based perturbations compared in the diversity table (``raydist.analysis.baselines``)."""
 
-    @field_validator("baselines", mode="before")
-    @classmethod
-    def _known(cls, value: Any) -> Any:
-        value = _as_tuple(value)
-        unknown = [b for b in value if b not in BASELINES] if isinstance(value, tuple) else []
+    def __post_init__(self) -> None:
+        _check_whole("analysis", "human_check", self.human_check, 0)
+        baselines = _as_tuple(self, "baselines", "give a list", "analysis")
+        unknown = [b for b in baselines if b not in BASELINES]
         if unknown:
-            raise _own(f"analysis.baselines: unknown perturbation(s) {', '.join(map(str, unknown))}; choose from "
-                       f"{', '.join(BASELINES)}")
-        return value
+            raise SettingError(f"analysis.baselines: unknown perturbation(s) {', '.join(map(str, unknown))}; "
+                               f"choose from {', '.join(BASELINES)}")
 
 
-class ProblemsSettings(_Section):
+@dataclass(frozen=True)
+class ProblemsSettings:
     """Everything a DyCodeEval launch is configured by."""
 
-    pipeline: Literal["full", "generate", "evaluate"] = "full"
+    pipeline: str = "full"
     """Which phases run: ``full`` (generate, validate, execute, report), ``generate``
     (variants only), ``evaluate`` (variants of an earlier run, then the models and the report)."""
-    generation: Generation = Generation()
+    generation: Generation = field(default_factory=Generation)
     """The variant generator."""
-    evaluation: Evaluation = Evaluation()
+    evaluation: Evaluation = field(default_factory=Evaluation)
     """The models under test."""
-    execution: Execution = Execution()
+    execution: Execution = field(default_factory=Execution)
     """Sandbox limits of one program."""
-    requests: Requests = Requests()
+    requests: Requests = field(default_factory=Requests)
     """Model request time limits."""
-    analysis: Analysis = Analysis()
+    analysis: Analysis = field(default_factory=Analysis)
     """Extra tables."""
-    budget: BudgetSection = BudgetSection()
-    """What the launch's model calls may spend."""
+    budget: Budget = field(default_factory=Budget)
+    """What the launch's model calls may spend (``raydist.models.admission.Budget``: ``usd`` in
+    litellm's prices, local models cost 0; ``tokens``, prompt plus completion; null: no bound).
+    Once spent, no new item starts; the summary counts the items not started, and the same
+    command with a larger budget runs them."""
     data_root: str = DATA_ROOT
     """Folder of shared reference data (MBPP's file); an interpolation Hydra resolves."""
     cache_dir: str = CACHE_DIR
@@ -214,31 +239,31 @@ class ProblemsSettings(_Section):
     ``pyarrow.fs`` opens (the main job's ``storage``; ``raydist._util.storage``): the run
     directory is mirrored to ``<storage>/problems/...`` and answers are cached in
     ``<storage>/_cache/problems/llm``. null: the driver's disk only."""
-    benchmark: dict = Field(default_factory=dict, strict=False)
+    benchmark: dict = field(default_factory=dict)
     """The benchmark group (``conf/benchmark``): name, kind, dataset, source, ids, limit."""
-    sandbox: dict = Field(default_factory=dict, strict=False)
+    sandbox: dict = field(default_factory=dict)
     """The sandbox group (``conf/sandbox``): docker_host, base_image..."""
-    cluster: dict = Field(default_factory=dict, strict=False)
+    cluster: dict = field(default_factory=dict)
     """The cluster group (``conf/cluster``): Ray address, max_concurrency, cpus_per_unit."""
-    local_models: dict = Field(default_factory=dict, strict=False)
+    local_models: dict = field(default_factory=dict)
     """Models raydist serves itself (``conf/local_models.yaml``)."""
 
-    @field_validator("storage")
-    @classmethod
-    def _storage(cls, value: str | None) -> str | None:
-        if value is not None:
+    def __post_init__(self) -> None:
+        if self.pipeline not in PIPELINES:
+            raise _refuse("pipeline", self.pipeline, f"choose one of {', '.join(PIPELINES)}")
+        for name in ("data_root", "cache_dir", "output_root"):
+            _check_text("", name, getattr(self, name), "give a folder")
+        if not self.output_root.strip():
+            raise SettingError("output_root is empty: give a folder for the run directories (default: runs)")
+        if self.storage is not None:
+            _check_text("", "storage", self.storage, "give a folder or a URI, or null")
             try:
-                check_storage_uri(value)
+                check_storage_uri(self.storage)
             except StorageError as exc:
-                raise _own(str(exc)) from None
-        return value
-
-    @field_validator("output_root")
-    @classmethod
-    def _output_root(cls, value: str) -> str:
-        if not value.strip():
-            raise _own("output_root is empty: give a folder for the run directories (default: runs)")
-        return value
+                raise SettingError(str(exc)) from None
+        for name in SHARED_GROUPS + ("local_models",):
+            if not isinstance(getattr(self, name), dict):
+                raise _refuse(name, getattr(self, name), "give a mapping")
 
 
 SECTIONS = ("generation", "evaluation", "execution", "requests", "analysis", "budget")
@@ -246,11 +271,28 @@ SHARED_GROUPS = ("benchmark", "sandbox", "cluster")
 FOLDERS = ("data_root", "cache_dir", "output_root", "storage")
 
 
+def _plain(value: Any) -> Any:
+    """Settings as the plain data Hydra holds: dataclasses as dicts, tuples as lists."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def as_data(value: Any) -> Any:
+    """A settings dataclass (or a node of it) as plain data: dicts and lists, as composed."""
+    return _plain(value)
+
+
 def defaults(shared: dict | None = None) -> dict:
     """The problems settings with their defaults, as the plain data Hydra's ConfigStore holds;
     ``shared`` gives the defaults of the groups ``SHARED_GROUPS`` and of ``FOLDERS`` (the
     repository launcher's, from the entry), whose files then only select and override."""
-    values = ProblemsSettings().model_dump(mode="json", include={"pipeline", *SECTIONS, *SHARED_GROUPS, *FOLDERS})
+    values = _plain(ProblemsSettings())
+    values = {k: v for k, v in values.items() if k in {"pipeline", *SECTIONS, *SHARED_GROUPS, *FOLDERS}}
     return {**values, **(shared or {})}
 
 
@@ -260,35 +302,47 @@ def register(shared: dict | None = None) -> None:
     ConfigStore.instance().store(name="problems_defaults", node=defaults(shared))
 
 
+def unknown_key(path: list[str]) -> str | None:
+    """The message for the dotted settings key ``path`` when the settings have no such key
+    (naming the keys allowed where it stops), else None. Keys below a group that is a plain
+    mapping (``benchmark``, ``sandbox``...) are not checked here."""
+    node: type = ProblemsSettings
+    for depth, part in enumerate(path):
+        names = [f.name for f in dataclasses.fields(node)]
+        if part not in names:
+            where = ".".join(path[:depth]) or "the launch"
+            return f"{'.'.join(path)}: unknown setting; {where} takes {', '.join(names)}"
+        child = node_types(node).get(part)
+        if child is None:
+            return None
+        node = child
+    return None
+
+
 def settings_from(data: dict) -> ProblemsSettings:
     """Check the composed, resolved config ``data`` (a plain dict; Hydra's own ``hydra`` node
-    excluded). Raises :class:`SettingError` with one line for the first wrong setting."""
-    try:
-        return ProblemsSettings.model_validate(data)
-    except ValidationError as exc:
-        raise SettingError(_message(exc.errors()[0])) from None
-
-
-def _message(error: dict) -> str:
-    """One line for a pydantic error: our own text, or ``key=value: what to give``."""
-    if error["type"] == "raydist":
-        return error["ctx"]["message"]
-    loc = [part for part in error["loc"] if isinstance(part, str)]
-    key = ".".join(loc)
-    model, info = ProblemsSettings, None
-    for part in loc:
-        fields = model.model_fields if isinstance(model, type) and issubclass(model, BaseModel) else {}
-        if part not in fields:
-            allowed = ", ".join(fields)
-            where = ".".join(loc[:-1]) or "the launch"
-            return f"{key}: unknown setting; {where} takes {allowed}"
-        info = fields[part]
-        model = info.annotation
-    value = error.get("input")
-    value = list(value) if isinstance(value, tuple) else value
-    if error["type"] == "literal_error":
-        return f"{key}={value!r}: choose one of {', '.join(PIPELINES)}"
-    extra = info.json_schema_extra if info is not None and isinstance(info.json_schema_extra, dict) else {}
-    if isinstance(model, type) and issubclass(model, BaseModel):
-        return f"{key}={value!r}: give a mapping of {', '.join(model.model_fields)}"
-    return f"{key}={value!r}: {extra.get('give') or error['msg']}"
+    excluded). Raises :class:`SettingError` with one line for the first wrong setting: an
+    unknown key (naming the keys allowed there), a value of the wrong type or out of range
+    (``key=value: what to give``)."""
+    nodes = node_types(ProblemsSettings)
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        problem = unknown_key([key])
+        if problem:
+            raise SettingError(problem)
+        node = nodes.get(key)
+        if node is None:
+            values[key] = value
+            continue
+        names = [f.name for f in dataclasses.fields(node)]
+        if not isinstance(value, dict):
+            raise _refuse(key, value, f"give a mapping of {', '.join(names)}")
+        for name in value:
+            problem = unknown_key([key, name])
+            if problem:
+                raise SettingError(problem)
+        try:
+            values[key] = node(**value)
+        except BudgetError as exc:
+            raise SettingError(str(exc)) from None
+    return ProblemsSettings(**values)

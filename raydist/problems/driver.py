@@ -12,7 +12,7 @@ from __future__ import annotations
 from raydist._util.files import atomic_write_text
 from raydist._util.storage import mirrored
 from raydist.cluster.scheduler import init_ray, interrupt_on_signals
-from raydist.models.admission import Admission, Budget
+from raydist.models.admission import Admission
 from raydist.problems.job import ProblemsJob
 from raydist.problems.phases import execute, generate, seeds, validate
 from raydist.problems.records import check_run_dir
@@ -31,7 +31,7 @@ def run_problems(job: ProblemsJob) -> dict:
     Raises ``ProblemsError`` (bad seed selection), ``RunDirMismatch`` (the run directory holds
     variants of other settings), ``SandboxUnavailable`` / ``BaseImageMissing`` (no sandbox)."""
     seed_set = seeds(job)
-    budget = Budget(**job.settings.budget.model_dump())
+    budget = job.settings.budget
     with mirrored(job.mirror(), job.run_dir):
         check_run_dir(job.run_dir, job.run_settings())
         image = _start(job)

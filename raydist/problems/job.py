@@ -9,7 +9,7 @@ from raydist._util.hashing import stable_hash
 from raydist._util.storage import CACHE_FOLDER, JsonCache, Storage, mirror_of
 from raydist.cluster.scheduler import RayOptions
 from raydist.problems.agents import load_dyc_prompts
-from raydist.problems.config import Analysis, Evaluation, Execution, Generation, ProblemsSettings, Requests
+from raydist.problems.config import Analysis, Evaluation, Execution, Generation, ProblemsSettings, Requests, as_data
 from raydist.problems.records import RUN_SETTINGS
 
 __all__ = ["ProblemsJob"]
@@ -104,7 +104,7 @@ class ProblemsJob:
     def run_settings(self) -> dict:
         """What the variants of the run directory depend on besides their ids: the generation
         settings of ``RUN_SETTINGS``, the agents' prompt templates (a digest) and the seed source."""
-        gen = self.generation.model_dump(mode="json")
+        gen = as_data(self.generation)
         prompts = load_dyc_prompts(self.generation.prompts_dir)
         return {**{k: gen[k] for k in RUN_SETTINGS}, "dataset": self.dataset,
                 "source": None if self.source is None else str(self.source),
