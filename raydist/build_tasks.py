@@ -130,7 +130,7 @@ def statement_model(name: str):
         return
     from omegaconf import OmegaConf
 
-    from raydist.cluster.serving import serve_for_command  # deferred: ray
+    from raydist.cluster.serving import serve_for_command  # deferred: docker
     from raydist.models.completion import litellm_complete  # deferred: litellm
 
     local = OmegaConf.to_container(OmegaConf.load(PACKAGE_ROOT / "conf" / "local_models.yaml").local_models,

@@ -261,7 +261,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if exec_argv is None and args.command == "export":
         return export_main(args)
     if exec_argv is None and args.out:
-        from raydist.reporting import report_dir_main  # deferred: ray
+        from raydist.reporting import report_dir_main  # deferred: docker
 
         return report_dir_main(args.paths, args.out)
     if exec_argv is None:

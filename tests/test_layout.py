@@ -506,3 +506,10 @@ def test_a_lazy_import_without_a_reason_or_with_a_stale_one_is_named(tmp_path):
 
 def test_raydist_imports_its_own_modules_lazily_only_to_defer_a_heavy_library():
     assert unjustified_lazy_imports(ROOT, "raydist") == []
+
+
+@pytest.mark.parametrize("entry", ["raydist.launch", "raydist.launch_problems", "raydist.launch_recall",
+                                   "raydist.cli", "raydist.launcher"])
+def test_an_entry_imports_no_ray_so_a_bad_setting_is_refused_before_ray_starts(entry):
+    # the entries check every setting first (exit 2, one line); Ray comes with the first phase that uses it
+    assert "ray" not in libraries_loaded(ROOT, entry)

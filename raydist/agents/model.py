@@ -30,7 +30,6 @@ from raydist.models.endpoint import RESTART_WAIT_S, ModelEndpoint
 from raydist.models.pricing import completion_cost
 from raydist.models.retry import ModelUnreachable, call_with_retries
 from raydist.models.router import completion_function
-from raydist.models.server import ModelServerError, follow_server  # imports Ray: only when supervised
 
 __all__ = ["EndpointModel", "ModelUnreachable"]  # ModelUnreachable: raised by call_with_retries
 
@@ -99,6 +98,8 @@ class EndpointModel(LitellmTextbasedModel):
         `recheck`: calls just failed, so the supervisor checks the server at once)."""
         if self.endpoint.server_name is None:
             return
+        from raydist.models.server import ModelServerError, follow_server  # deferred: ray (only when supervised)
+
         try:
             endpoint = follow_server(self.endpoint, self.restart_wait_s, recheck)
         except ModelServerError as exc:

@@ -36,11 +36,12 @@ from raydist.cluster.unit_image import UnitSettings
 from raydist.cluster.unit_key import SCRIPTED_AGENTS, RunUnit
 from raydist.cluster.validity import GateResult, View, judge_views
 from raydist.models.admission import Admission
-from raydist.models.server import ModelServerError
+from raydist.models.process import ModelServerError
 from raydist.outcomes import InfrastructureError
 from raydist.results.budget import Spending
 from raydist.results.sink import Failure, RowSink
 from raydist.sandbox import BaseImageMissing, SandboxUnavailable, connect, ensure_base_image, sweep_orphans
+from raydist.tasks.schema import Recipe
 from raydist.views import levels_needing
 from raydist.views.base import Prepared
 
@@ -96,7 +97,7 @@ def images(job: Job, units: tuple[RunUnit, ...], base_image: str) -> Images:
     """Build (or find) on Ray every instance image ``units`` need, before any agent runs."""
 
     settings = replace(job.settings, base_image=base_image)
-    recipes = {}
+    recipes: dict[str, Recipe] = {}
     for unit in units:
         recipe = job.instances[unit.instance_id].recipe
         if recipe is not None:
@@ -170,7 +171,7 @@ class Runnable:
     """Units that can run and the ``Prepared`` inputs of each, by key."""
 
     units: tuple[RunUnit, ...]
-    prepared: Mapping[str, Prepared]
+    prepared: Mapping[str, Prepared | None]
     held: tuple[RunUnit, ...] = ()  # a preparation they need was not started (budget spent): no row
 
 
@@ -304,7 +305,9 @@ def _run_phases(job: Job, todo: Pending, base_image: str, store, gate_store,
     _check_capacity(job)
     built = images(job, (*todo.units, *todo.gate_units), base_image)
     sink = RowSink(store)
-    verdict, ran, held = None, None, ()
+    verdict: GateResult | None = None
+    ran: Ran | None = None
+    held: tuple[RunUnit, ...] = ()
     try:
         with ModelServers() as servers, Admission(job.budget, max_calls=job.ray.max_concurrency) as admission:
             view_model = job.view_model

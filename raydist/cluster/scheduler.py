@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,6 +26,7 @@ from raydist.sandbox import connect, ensure_instance_image
 if TYPE_CHECKING:
     from raydist.models import ModelEndpoint
     from raydist.tasks import Instance
+    from raydist.views import Prepared
 
 DEFAULT_RETRY = RetryPolicy()
 """The default ``retry`` of ``run_units``: ``RetryPolicy``'s defaults."""
@@ -298,7 +299,8 @@ def run_bounded(remote, items: Sequence, args_of: Callable[[object], tuple], lim
     return [item for item in items if id(item) in left]
 
 
-def run_preparations(tasks: Sequence, instances: dict, options, endpoint: ModelEndpoint | None, settings: UnitSettings,
+def run_preparations(tasks: Sequence, instances: Mapping[str, Instance], options, endpoint: ModelEndpoint | None,
+                     settings: UnitSettings,
                      ray_options: RayOptions, on_record: Callable[[object, dict | None, Failure | None], None],
                      stop: Callable[[], object] | None = None) -> list:
     """Run view preparations (``raydist.cluster.prepare``) with at most
@@ -360,13 +362,13 @@ def build_images(recipes: dict, settings: UnitSettings, options: RayOptions) -> 
 
 def run_units(
     units: Sequence[RunUnit],
-    instances: dict,
+    instances: Mapping[str, Instance],
     settings: UnitSettings,
     endpoint: ModelEndpoint | None,
     options: RayOptions,
     on_row: Callable[[dict], None],
     progress=None,
-    prepared: dict | None = None,
+    prepared: Mapping[str, Prepared | None] | None = None,
     execute: Callable[..., dict] = execute_unit,
     stop: Callable[[], object] | None = None,
     retry: RetryPolicy = DEFAULT_RETRY,

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 from raydist.cluster.scheduler import RayOptions, init_ray
 from raydist.models.endpoint import ModelEndpoint
 from raydist.models.pricing import register_local_model
 from raydist.models.process import DEFAULT_HOST, ModelServerError
-from raydist.models.server import ModelServer
 from raydist.models.supervisor import SupervisorPolicy
 
 
@@ -110,6 +110,8 @@ def _server_actor(name: str, namespace: str, model_cfg: dict, group, index: int)
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=index)
+    from raydist.models.server import ModelServer  # deferred: ray
+
     return ModelServer.options(**options)
 
 
@@ -195,7 +197,7 @@ class ModelServers:
         for name in list(self._stacks):
             self.release(name)
 
-    def endpoint(self, name: str, model_cfg: dict | None):
+    def endpoint(self, name: str, model_cfg: Mapping[str, Any] | None):
         """The ``ModelEndpoint`` of ``name`` (``serve_model``), started once."""
         from contextlib import ExitStack
 

@@ -203,7 +203,8 @@ def _checked(cfg: DictConfig, key: str | None = None) -> Any:
         merged = OmegaConf.merge(structured(LaunchConfig), cfg)
         if key is None:
             return build(LaunchConfig, OmegaConf.to_container(merged, resolve=True))
-        return build(node_types(LaunchConfig)[key], OmegaConf.to_container(merged[key], resolve=True), key)
+        node = merged.get(key) if isinstance(merged, DictConfig) else None
+        return build(node_types(LaunchConfig)[key], OmegaConf.to_container(node, resolve=True), key)
     except ConfigError:
         raise
     except SettingsError as exc:
@@ -222,7 +223,7 @@ def check_known_keys(cfg: DictConfig, schema: type = LaunchConfig, path: str = "
     ``ConfigError`` naming the key and the keys allowed there."""
     known, nodes = [f.name for f in fields(schema)], node_types(schema)
     for key in cfg.keys():
-        where = f"{path}{key}"
+        where = f"{path}{key!s}"
         if key not in known:
             raise ConfigError(f"config key {where}: not a setting; allowed keys there: {', '.join(known)}")
         child = nodes.get(key)
@@ -239,7 +240,7 @@ def check_seeds(seeds: Any) -> None:
         raise ConfigError(f"seeds={seeds!r}: give a whole number >= 0 or a list of them, e.g. seeds=[0,1,2]")
 
 
-def describe_config_error(exc: Exception) -> str:
+def describe_config_error(exc: BaseException) -> str:
     """One line naming the key of an OmegaConf/Hydra error and what that node accepts."""
     key = getattr(exc, "full_key", None) or ""
     message = str(getattr(exc, "msg", None) or exc).strip().splitlines()[0]

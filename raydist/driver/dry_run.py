@@ -112,8 +112,8 @@ def plan_text(job: Job) -> str:
                                               in {(t.instance_id, t.level, t.seed) for t in todo}]
     if job.gate is not None:
         lines.append(f"validity gate: up to {len(gate_units)} oracle/null units (rows in {job.gate.store_dir})")
-    recipes = {job.instances[u.instance_id].recipe.key() for u in (*todo, *gate_units)
-               if job.instances[u.instance_id].recipe is not None}
+    recipes = {recipe.key() for u in (*todo, *gate_units)
+               if (recipe := job.instances[u.instance_id].recipe) is not None}
     lines.append(f"images: {len(recipes)} instance images on base image "
                  f"{job.settings.base_image or 'the default (raydist/sandbox/base_image.sh)'}")
     tasks = Counter(t.kind for t in preparation_tasks((*todo, *gate_units)))

@@ -126,7 +126,8 @@ def _plan(cfg: LaunchConfig, run_dir: Path) -> Job:
     gate = None
     # The gate's evidence (oracle resolves, null does not) exists only for kinds with tests.
     if bool(cfg.gate) and kind == "llm" and all(task_kind.gated for task_kind, _ in task_kinds.values()):
-        gate_units, gate_settings = [], {}
+        gate_units: list[RunUnit] = []
+        gate_settings: dict[str, UnitSettings] = {}
         for name in SCRIPTED_AGENTS:
             scripted = dict(cfg.agents[name])
             kind_of = scripted.pop("kind")

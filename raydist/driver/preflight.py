@@ -75,7 +75,7 @@ def preflight(argv: list[str], config_name: str = "config", check=check_config) 
     return None
 
 
-def _describe(exc: Exception) -> str:
+def _describe(exc: BaseException) -> str:
     """One line for a Hydra composition error, naming the key (from the OmegaConf error it
     wraps, when there is one) and the keys the node allows."""
     inner = exc
