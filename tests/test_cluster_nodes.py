@@ -29,6 +29,7 @@ from raydist.cluster.unit_key import build_plan
 from raydist.outcomes import RetryPolicy
 from raydist.results import ResultStore
 from raydist.results.sink import RowSink
+from raydist.sandbox.settings import SandboxSettings
 from raydist.tasks import load_instances
 
 pytestmark = pytest.mark.ray
@@ -43,7 +44,7 @@ FAST_HEALTH_CHECKS = {"health_check_initial_delay_ms": 0, "health_check_period_m
                       "health_check_timeout_ms": 300, "health_check_failure_threshold": 3}
 
 SETTINGS = UnitSettings(agent_kind="null", agent_settings={}, view_options={}, cache_dir="/nonexistent",
-                        run_dir="/nonexistent", network="none", grading_timeout_s=60)
+                        run_dir="/nonexistent", sandbox=SandboxSettings(grading_timeout_s=60))
 
 
 def sleeping_unit(unit, instance, settings, endpoint, prepared) -> dict:  # noqa: ARG001 - execute_unit's signature

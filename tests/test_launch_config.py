@@ -19,12 +19,13 @@ import raydist.launch  # noqa: F401 - registers the schema and the resolvers
 from raydist._util.settings import node_types
 from raydist.agents.settings import AgentSettings
 from raydist.cluster.scheduler import RayOptions
-from raydist.driver.config import LaunchConfig, SandboxConfig, allowed_keys
+from raydist.driver.config import LaunchConfig, allowed_keys
 from raydist.driver.preflight import job_overrides, preflight
 from raydist.launch import job_subdir, view_dir
 from raydist.outcomes import RetryPolicy
 from raydist.qa.judge import JudgeSettings
 from raydist.sandbox.container import Limits
+from raydist.sandbox.settings import SandboxSettings
 from raydist.views.base import ViewOptions
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,7 +40,8 @@ def composed(*overrides: str):
 def test_the_schema_defaults_are_the_values_of_the_dataclasses_that_use_them():
     # the runtime dataclasses are the schema's nodes themselves: no mirror to drift
     assert node_types(LaunchConfig)["view"] is ViewOptions
-    assert node_types(SandboxConfig)["limits"] is Limits
+    assert node_types(LaunchConfig)["sandbox"] is SandboxSettings
+    assert node_types(SandboxSettings)["limits"] is Limits
     cfg = composed()
     assert dict(cfg.view) == asdict(ViewOptions())
     assert dict(cfg.sandbox.limits) == asdict(Limits())

@@ -21,6 +21,7 @@ from raydist.models.retry import call_with_retries
 from raydist.outcomes import InfrastructureError, InputError, RetryPolicy, agent_exit_of, classify_exception
 from raydist.results.sink import Failure, error_row
 from raydist.sandbox import ImageBuildError, SandboxUnavailable
+from raydist.sandbox.settings import SandboxSettings
 from raydist.tasks import load_instances
 from raydist.views import PatchApplyError, View, ViewOptions
 
@@ -171,7 +172,8 @@ def _unit(instance_id="x") -> RunUnit:
 
 def _settings(**extra) -> UnitSettings:
     return UnitSettings(agent_kind="null", agent_settings=AgentSettings(), view_options=ViewOptions(),
-                        cache_dir="/nonexistent", run_dir="/nonexistent", network="none", grading_timeout_s=60, **extra)
+                        cache_dir="/nonexistent", run_dir="/nonexistent",
+                        sandbox=SandboxSettings(grading_timeout_s=60, **extra))
 
 
 def test_an_exception_raised_by_raydist_itself_is_a_bug_with_its_traceback():

@@ -19,6 +19,7 @@ from raydist.cluster.unit import UnitSettings
 from raydist.cluster.unit_key import build_plan
 from raydist.outcomes import RetryPolicy
 from raydist.results import ResultStore, RunDirBusy, run_dir_lock
+from raydist.sandbox.settings import SandboxSettings
 from raydist.tasks import load_instances
 from raydist.views import ViewOptions
 
@@ -91,8 +92,8 @@ def test_infrastructure_errors_run_again_with_backoff_up_to_the_bound_and_input_
     no_tests = replace(instances[1], test_cmd="")
     units = build_plan([instances[0], no_tests], model="-", agent="null", levels=["L0"], seeds=[0], config_hash="c")
     settings = UnitSettings(agent_kind="null", agent_settings=AgentSettings(), view_options=ViewOptions(),
-                            cache_dir=str(tmp_path), run_dir=str(tmp_path), network="none", grading_timeout_s=60,
-                            docker_host=f"unix://{tmp_path}/no-daemon.sock")
+                            cache_dir=str(tmp_path), run_dir=str(tmp_path),
+                            sandbox=SandboxSettings(grading_timeout_s=60, docker_host=f"unix://{tmp_path}/no-daemon.sock"))
     options = RayOptions(max_concurrency=2, cpus_per_unit=0.1)
     rows: list[dict] = []
     started = time.monotonic()

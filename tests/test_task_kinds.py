@@ -20,6 +20,7 @@ from raydist.cluster.unit import UnitSettings, execute_unit
 from raydist.cluster.unit_key import RunUnit
 from raydist.driver.plan import JobError, plan_job
 from raydist.outcomes import ANSWERED
+from raydist.sandbox.settings import SandboxSettings
 from raydist.tasks import load_instances
 from raydist.views import RepoFiles, ViewOptions, build_view, levels_needing
 
@@ -107,7 +108,7 @@ def test_a_unit_of_the_third_kind_runs_in_its_sandbox_and_its_score_is_its_row(c
     image = ensure_instance_image(client, instance.recipe, cache_dir=cache)
     options = ViewOptions(l3_files="all")  # L3 reorders every file, not only the patched ones
     settings = UnitSettings(agent_kind="null", agent_settings=AgentSettings(), view_options=options,
-                            cache_dir=str(cache), run_dir="/nonexistent", network="none", grading_timeout_s=60)
+                            cache_dir=str(cache), run_dir="/nonexistent", sandbox=SandboxSettings(grading_timeout_s=60))
     unit = RunUnit(WCWIDTH, instance.content_hash(), "-", "null", level, 0, "c")
     row = execute_unit(unit, counting(replace(instance, test_cmd="")), settings)  # count tasks need no tests
     changed = len(build_view(instance, RepoFiles(Path(image.repo_dir)), level, 0, options).files)

@@ -13,10 +13,11 @@ from raydist.cluster.outputs import bounded, cut_marker, grading_log, trajectory
 from raydist.cluster.unit import UnitSettings, execute_unit
 from raydist.cluster.unit_key import RunUnit
 from raydist.results import ResultStore
+from raydist.sandbox.settings import SandboxSettings
 
 UNIT = RunUnit("pkg__issue-7", "h", "-", "null", "L0", 3, "c")
 SETTINGS = UnitSettings(agent_kind="null", agent_settings={}, view_options={}, cache_dir="/nonexistent",
-                        run_dir="/nonexistent", network="none", grading_timeout_s=60)
+                        run_dir="/nonexistent", sandbox=SandboxSettings(grading_timeout_s=60))
 
 
 def test_a_text_within_the_bound_is_kept_whole():

@@ -96,7 +96,7 @@ class Images:
 def images(job: Job, units: tuple[RunUnit, ...], base_image: str) -> Images:
     """Build (or find) on Ray every instance image ``units`` need, before any agent runs."""
 
-    settings = replace(job.settings, base_image=base_image)
+    settings = replace(job.settings, sandbox=replace(job.settings.sandbox, base_image=base_image))
     recipes: dict[str, Recipe] = {}
     for unit in units:
         recipe = job.instances[unit.instance_id].recipe
@@ -210,7 +210,7 @@ def gate(job: Job, wanted: set[View], gate_units: tuple[RunUnit, ...], settings:
             continue
         print(f"validity gate: {len(batch)} {agent} units", flush=True)
         ready = runnable(job, batch, None, prepared, sink)
-        agent_settings = replace(job.gate.settings[agent], base_image=settings.base_image)
+        agent_settings = replace(job.gate.settings[agent], sandbox=settings.sandbox)
         run_units(ready.units, job.instances, agent_settings, None, job.ray, sink.write, prepared=ready.prepared,
                   retry=job.retry)
     rows = {(*view_of(u), u.agent): gate_store.read_row(u.key) for u in job.gate.units}
@@ -390,8 +390,8 @@ def _check_capacity(job: Job) -> None:
 def _docker(job: Job):
     """The Docker client and the base image tag; ``InfrastructureError`` when either is missing."""
     try:
-        client = connect(job.settings.docker_host)
-        base_image = ensure_base_image(client, job.settings.base_image)
+        client = connect(job.settings.sandbox.docker_host)
+        base_image = ensure_base_image(client, job.settings.sandbox.base_image)
     except SandboxUnavailable as exc:
         raise InfrastructureError(str(exc), cause="docker") from exc
     except BaseImageMissing as exc:

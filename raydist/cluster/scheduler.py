@@ -211,10 +211,10 @@ def _remote_prepare():
     def prepare(task, instance: Instance, options, endpoint: ModelEndpoint | None,
                 settings: UnitSettings) -> dict:
         try:
-            return run_preparation(task, instance, options, endpoint=endpoint, docker_host=settings.docker_host,
-                                   base_image=settings.base_image, cache_dir=settings.cache_dir,
-                                   limits=settings.limits, grading_timeout_s=settings.grading_timeout_s,
-                                   image_namespace=settings.image_namespace)
+            return run_preparation(task, instance, options, endpoint=endpoint, docker_host=settings.sandbox.docker_host,
+                                   base_image=settings.sandbox.base_image, cache_dir=settings.cache_dir,
+                                   limits=settings.sandbox.limits, grading_timeout_s=settings.sandbox.grading_timeout_s,
+                                   image_namespace=settings.sandbox.image_namespace)
         except Exception as exc:  # noqa: BLE001 - classified here, where the exception still exists
             return {FAILURE: error_fields(exc)}
 
@@ -345,7 +345,8 @@ def build_images(recipes: dict, settings: UnitSettings, options: RayOptions) -> 
     import ray
 
     build, resources = _remote_image(), options.sandbox(options.image_build_cpus)
-    refs = {key: build.options(**resources, name=f"image {key}").remote(r, settings.docker_host, settings.base_image,
+    sandbox = settings.sandbox
+    refs = {key: build.options(**resources, name=f"image {key}").remote(r, sandbox.docker_host, sandbox.base_image,
                                                                         settings.cache_dir)
             for key, r in recipes.items()}
     failed = {}

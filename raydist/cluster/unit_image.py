@@ -21,35 +21,29 @@ from raydist.sandbox.official import (
     official_image_name,
     official_repo_dir,
 )
+from raydist.sandbox.settings import SandboxSettings
 from raydist.views import RepoFiles
 
 if TYPE_CHECKING:  # imported where used: the sandbox's Limits loads Docker
     from raydist.agents.settings import AgentSettings
     from raydist.grading import TestRunner
     from raydist.qa.judge import JudgeSettings
-    from raydist.sandbox import Limits
     from raydist.tasks import Instance
     from raydist.views import RepoFiles, ViewOptions
 
 
 @dataclass(frozen=True)
 class UnitSettings:
-    """Everything a unit needs besides the unit, the instance and the model endpoint. The
-    sandbox fields are the launch's ``sandbox`` settings (``raydist.driver.config.SandboxConfig``
-    holds their defaults); ``limits`` None means ``raydist.sandbox.Limits``' defaults. None of it
-    is hashed here: the unit key hashes the composed config (``raydist.driver.plan``)."""
+    """Everything a unit needs besides the unit, the instance and the model endpoint; ``sandbox``
+    is the launch's ``sandbox`` node itself (``raydist.sandbox.settings.SandboxSettings``). None
+    of it is hashed here: the unit key hashes the composed config (``raydist.driver.plan``)."""
 
     agent_kind: str  # "llm" | "oracle" | "null"
     agent_settings: AgentSettings
     view_options: ViewOptions
     cache_dir: str
     run_dir: str
-    network: str
-    grading_timeout_s: float
-    docker_host: str | None = None
-    base_image: str | None = None
-    limits: Limits | None = None
-    image_namespace: str = "swebench"
+    sandbox: SandboxSettings = SandboxSettings()
     judge: JudgeSettings | None = None  # repository questions: who scores the answers (raydist.qa.judge)
     judge_endpoint: Any = None  # the served judge's ModelEndpoint (None until the launch serves it)
 
@@ -78,27 +72,29 @@ def unit_image(instance: Instance, settings: UnitSettings, tested: bool = True) 
     ``InfrastructureError`` (cause ``official_image``) when the official image is neither here nor
     pullable."""
     if instance.recipe is None and has_eval_script(instance):
-        client = connect(settings.docker_host)
+        client = connect(settings.sandbox.docker_host)
         try:
-            tag = ensure_official_image(client, instance, settings.image_namespace)
+            tag = ensure_official_image(client, instance, settings.sandbox.image_namespace)
         except OfficialImageMissing as exc:
             raise InfrastructureError(str(exc), cause="official_image") from None
         return UnitImage(client, tag, RepoFiles(official_repo_dir(client, tag, Path(settings.cache_dir))),
-                         runner_for(client, instance, tag, timeout=settings.grading_timeout_s, limits=settings.limits))
+                         runner_for(client, instance, tag, timeout=settings.sandbox.grading_timeout_s,
+                                    limits=settings.sandbox.limits))
     if instance.recipe is None:
         raise UnitInputError(
             f"instance {instance.instance_id!r} has no build recipe (sdist) and no eval_script: raydist builds an "
             "instance's image offline from a PyPI sdist and exact pins, or runs an official SWE-bench 5.x row "
             f"(image, eval_script, log_parser, eval_type) on its image (this row's is "
-            f"{official_image_name(instance, settings.image_namespace)}); "
+            f"{official_image_name(instance, settings.sandbox.image_namespace)}); "
             "give the row `sdist` and `install` fields as the rows of ../shared/data/swebench/offline.jsonl have, or "
             "use the dataset's 5.x rows", cause="no_recipe")
     if not instance.test_cmd and tested:  # a question is judged, not tested
         raise UnitInputError(f"instance {instance.instance_id!r} has no test_cmd; add one to the instance",
                              cause="no_test_cmd")
-    client = connect(settings.docker_host)
-    image = ensure_instance_image(client, instance.recipe, base_tag=settings.base_image,
+    client = connect(settings.sandbox.docker_host)
+    image = ensure_instance_image(client, instance.recipe, base_tag=settings.sandbox.base_image,
                                   cache_dir=Path(settings.cache_dir))
-    tests = runner_for(client, instance, image.tag, timeout=settings.grading_timeout_s, limits=settings.limits)
+    tests = runner_for(client, instance, image.tag, timeout=settings.sandbox.grading_timeout_s,
+                       limits=settings.sandbox.limits)
     return UnitImage(client, image.tag, RepoFiles(Path(image.repo_dir)), tests)
 

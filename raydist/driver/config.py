@@ -38,38 +38,12 @@ from raydist.driver.benchmark import BenchmarkConfig
 from raydist.models.admission import Budget
 from raydist.outcomes import RetryPolicy
 from raydist.qa.judge import JudgeSettings
-from raydist.sandbox.limits import Limits
+from raydist.sandbox.settings import SandboxSettings
 from raydist.views.base import ViewOptions
 
 
 class ConfigError(ValueError):
     """A setting that is not allowed; the message names the key and what it accepts."""
-
-
-@dataclass
-class SandboxConfig:
-    """``sandbox``: the Docker sandbox of agent and grading runs (``raydist.sandbox``)."""
-
-    docker_host: str | None = keyless(None)
-    """Docker daemon URL; null: DOCKER_HOST or the local socket (part of no key)."""
-    base_image: str | None = None
-    """Base image tag; null: the tag raydist/sandbox/base_image.sh builds."""
-    network: str = "none"
-    """Docker network of agent containers (``none``: no network)."""
-    limits: Limits = field(default_factory=Limits)
-    """Resource limits of every container (``raydist.sandbox.Limits``: cpus, memory, pids,
-    file_size, tmp_size, testbed_size, Docker sizes)."""
-    grading_timeout_s: float = 900.0
-    """Seconds the test run of one grading may take (> 0)."""
-    image_namespace: str = "swebench"
-    """Registry namespace (or ``registry/prefix``) of official SWE-bench images, for a 5.x row that
-    names no ``image``: ``<namespace>/sweb.eval.x86_64.<id>:latest`` (``raydist.sandbox.official``)."""
-
-    def __post_init__(self) -> None:
-        timeout = self.grading_timeout_s
-        if isinstance(timeout, (int, float)) and not timeout > 0:
-            raise ConfigError(f"sandbox.grading_timeout_s={timeout}: must be a positive number of seconds, "
-                              "e.g. sandbox.grading_timeout_s=900")
 
 
 @dataclass
@@ -94,7 +68,8 @@ class LaunchConfig:
     """How views are built (``raydist.views.ViewOptions``): l3_files, L1/L4 attempts, the view
     model and its prompts, its request timing (part of no key)."""
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
-    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    sandbox: SandboxSettings = field(default_factory=SandboxSettings)
+    """The Docker sandbox (``raydist.sandbox.settings.SandboxSettings``)."""
     cluster: RayOptions = keyless(default_factory=RayOptions)
     """Where units run and how many at once (``raydist.cluster.scheduler.RayOptions``; part of no key)."""
     resume: RetryPolicy = keyless(default_factory=RetryPolicy)
@@ -182,7 +157,7 @@ SHARED_GROUPS = ("benchmark", "sandbox", "cluster")
 
 def check_group(key: str, values: Any) -> Any:
     """The ``benchmark``, ``sandbox`` or ``cluster`` group (``key``) of any launcher, ``values``
-    a mapping as composed, as its schema node (``BenchmarkConfig``, ``SandboxConfig``,
+    a mapping as composed, as its schema node (``BenchmarkConfig``, ``SandboxSettings``,
     ``RayOptions``) with every check of that node run: the one check of these groups, for
     the problems launcher and the recall probe too. Raises
     ``ConfigError`` naming the first bad key (e.g. ``cluster.address=http://...``)."""

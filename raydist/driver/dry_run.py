@@ -115,7 +115,7 @@ def plan_text(job: Job) -> str:
     recipes = {recipe.key() for u in (*todo, *gate_units)
                if (recipe := job.instances[u.instance_id].recipe) is not None}
     lines.append(f"images: {len(recipes)} instance images on base image "
-                 f"{job.settings.base_image or 'the default (raydist/sandbox/base_image.sh)'}")
+                 f"{job.settings.sandbox.base_image or 'the default (raydist/sandbox/base_image.sh)'}")
     tasks = Counter(t.kind for t in preparation_tasks((*todo, *gate_units)))
     if tasks:
         lines.append("view preparations: " + ", ".join(f"{kind}: {n}" for kind, n in sorted(tasks.items()))

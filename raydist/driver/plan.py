@@ -116,10 +116,7 @@ def _plan(cfg: LaunchConfig, run_dir: Path) -> Job:
     # The keys hash the dicts above as composed; the phases get the classes that use them.
     settings = UnitSettings(
         agent_kind=kind, agent_settings=AgentSettings(**agent_cfg), view_options=options,
-        cache_dir=str(cache_dir), run_dir=str(run_dir),
-        docker_host=sandbox.docker_host, base_image=sandbox.base_image, network=sandbox.network,
-        limits=sandbox.limits, grading_timeout_s=float(sandbox.grading_timeout_s),
-        image_namespace=str(sandbox.image_namespace), judge=None if judge is None else cfg.judge,
+        cache_dir=str(cache_dir), run_dir=str(run_dir), sandbox=sandbox, judge=None if judge is None else cfg.judge,
     )
     if needs_view_model:
         _check_model(view_name, view_local)
