@@ -425,18 +425,17 @@ class LazyImport:
 def lazy_imports(root: Path, package: str) -> list[LazyImport]:
     """Every import of a module of ``package`` inside a function body of ``package`` (TYPE_CHECKING
     blocks are no function bodies), with the libraries its comment says it defers."""
-    found = []
-    for imp in imports(root, package):
-        tree_lines = imp.path.read_text(encoding="utf-8").splitlines()
-        found.append((imp, tree_lines))
     in_functions = _function_import_lines(root, package)
+    lines_of: dict[Path, list[str]] = {}
     result = []
-    for imp, lines in found:
-        if (imp.path, imp.line) not in in_functions:
+    for imp in imports(root, package):
+        end = in_functions.get((imp.path, imp.line))
+        if end is None:
             continue
-        end = in_functions[(imp.path, imp.line)]
-        comment = " ".join(lines[imp.line - 1:end])
-        match = DEFERRED.search(comment)
+        if imp.path not in lines_of:
+            lines_of[imp.path] = imp.path.read_text(encoding="utf-8").splitlines()
+        lines = lines_of[imp.path]
+        match = DEFERRED.search(" ".join(lines[imp.line - 1:end]))
         named = tuple(n.strip() for n in match.group(1).split(",") if n.strip()) if match else ()
         result.append(LazyImport(imp.path, imp.line, imp.target, named))
     return sorted(set(result), key=lambda i: (str(i.path), i.line, i.target))

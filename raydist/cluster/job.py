@@ -65,10 +65,3 @@ class Job:
     mirror: Storage | None = None  # where ``run_dir`` is mirrored (``storage``'s copy); None: no storage
     benchmark: str = ""  # the benchmark's name (``benchmark.name``)
     output_root: Path = Path("runs")
-
-    def run_dirs(self) -> dict[Path, Storage | None]:
-        """The run directories this launch writes (its own, then the gate's) and each one's mirror."""
-        dirs = {self.run_dir: self.mirror}
-        if self.gate is not None:
-            dirs[self.gate.store_dir] = self.gate.mirror
-        return dirs

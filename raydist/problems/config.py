@@ -271,27 +271,23 @@ SHARED_GROUPS = ("benchmark", "sandbox", "cluster")
 FOLDERS = ("data_root", "cache_dir", "output_root", "storage")
 
 
-def _plain(value: Any) -> Any:
-    """Settings as the plain data Hydra holds: dataclasses as dicts, tuples as lists."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, (tuple, list)):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
-
-
 def as_data(value: Any) -> Any:
-    """A settings dataclass (or a node of it) as plain data: dicts and lists, as composed."""
-    return _plain(value)
+    """A settings dataclass (or a node of it) as the plain data Hydra holds: dataclasses as
+    dicts, tuples as lists."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: as_data(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (tuple, list)):
+        return [as_data(v) for v in value]
+    if isinstance(value, dict):
+        return {k: as_data(v) for k, v in value.items()}
+    return value
 
 
 def defaults(shared: dict | None = None) -> dict:
     """The problems settings with their defaults, as the plain data Hydra's ConfigStore holds;
     ``shared`` gives the defaults of the groups ``SHARED_GROUPS`` and of ``FOLDERS`` (the
     repository launcher's, from the entry), whose files then only select and override."""
-    values = _plain(ProblemsSettings())
+    values = as_data(ProblemsSettings())
     values = {k: v for k, v in values.items() if k in {"pipeline", *SECTIONS, *SHARED_GROUPS, *FOLDERS}}
     return {**values, **(shared or {})}
 
