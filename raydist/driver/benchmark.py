@@ -13,7 +13,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from raydist.recall.select import select_by_leakage
+from raydist.recall.select import read_leakage
 from raydist.tasks import load_instances
 from raydist.tasks.selection import dataset_source, select_instances
 from raydist.tasks.swe_qa import load_swe_qa
@@ -71,20 +71,12 @@ def _ids(value) -> list[str] | None:
     return [value] if isinstance(value, str) else [str(v) for v in value]
 
 
-def _swe_qa(source: str, bench) -> list:
-    repositories = bench.get("repositories")
-    if not repositories:
-        raise ValueError("benchmark.format=swe_qa needs benchmark.repositories, e.g. [flask]")
-    repositories = [repositories] if isinstance(repositories, str) else [str(r) for r in repositories]
-    return load_swe_qa(source, dict(bench.get("releases") or {}), repositories)
-
-
 def load_benchmark(bench) -> list:
     """The instances of the ``benchmark`` node ``bench`` (a ``BenchmarkConfig`` or its
     DictConfig), in dataset order: read from ``source`` or ``path``
     (``raydist.tasks.selection.dataset_source``), cut to ``ids``/``instance_ids``, then
     ``filter``, then ``slice`` (``select_instances``), then to the probe's ``leakage`` level
-    (``raydist.recall.select.select_by_leakage``), then ``limit``.
+    (``raydist.recall.select.read_leakage``, read first), then ``limit``.
 
     Raises ``ValueError`` naming the key for a bad setting (both ``source`` and ``path``,
     both ``ids`` and ``instance_ids``, an unknown id, a bad regex or slice, a hub dataset that
@@ -105,10 +97,12 @@ def load_benchmark(bench) -> list:
     fmt = str(bench.get("format") or "swebench")
     if fmt not in ("swebench", "swe_qa"):
         raise ValueError(f"benchmark.format={fmt!r}: give swebench (SWE-bench rows) or swe_qa (SWE-QA's folder)")
+    leakage = (read_leakage(str(bench.get("leakage")), str(bench.get("min_leakage") or "repair_logic"))
+               if bench.get("leakage") else None)  # a bad probe table fails before the instances load
     resolved = dataset_source(str(path), split) if path else str(source)
     try:
         if fmt == "swe_qa":
-            instances = _swe_qa(resolved, bench)
+            instances = load_swe_qa(resolved, dict(bench.get("releases") or {}), bench.get("repositories"))
             instance_ids = instance_ids or ids
         else:
             instances = load_instances(resolved, ids=ids, hf_split=split)
@@ -118,8 +112,8 @@ def load_benchmark(bench) -> list:
                          "SWE-bench rows)") from exc
     chosen = select_instances(instances, instance_ids=instance_ids, filter=str(bench.get("filter") or ""),
                               slice_spec=str(bench.get("slice") or ""))
-    if bench.get("leakage"):
-        chosen = select_by_leakage(chosen, str(bench.get("leakage")), str(bench.get("min_leakage") or "repair_logic"))
+    if leakage is not None:
+        chosen = leakage.select(chosen)
     limit = bench.get("limit")
     if limit is not None and limit < 0:
         raise ValueError(f"benchmark.limit={limit}: give a count of at least 0, or null")

@@ -132,7 +132,8 @@ def read_commits(directory: Path) -> dict[str, tuple[str, str]]:
     return out
 
 
-def load_swe_qa(directory: str | Path, releases: Mapping[str, Mapping], repositories: Sequence[str]) -> list[Instance]:
+def load_swe_qa(directory: str | Path, releases: Mapping[str, Mapping], repositories: str | Sequence[str] | None
+                ) -> list[Instance]:
     """The questions of ``repositories`` (SWE-QA file stems, e.g. ``["flask"]``) as instances, in
     file order, repository by repository.
 
@@ -141,15 +142,19 @@ def load_swe_qa(directory: str | Path, releases: Mapping[str, Mapping], reposito
         releases: stem -> ``{name, version, sha256}`` of the PyPI source release that stands in
             for the pinned commit (``benchmark.releases``), optionally with ``test_cmd`` and
             ``install`` (exact pins): the repository's own tests, which gate L4's rewrites.
-        repositories: which stems to load.
+        repositories: which stems to load (one stem or a list; ``benchmark.repositories``).
 
     Instance ids are ``swe-qa__<stem>-<line>`` (1-based line of the file).
 
     Raises:
         FileNotFoundError: the folder, a ``<stem>.jsonl`` or ``repo_commit.txt`` is missing.
-        ValueError: a stem has no release (names ``benchmark.releases``) or no commit.
+        ValueError: no stem given (names ``benchmark.repositories``), a stem has no release (names
+            ``benchmark.releases``) or no commit.
         MalformedInstance: a line that is not a ``{question, answer}`` object (file:line).
     """
+    if not repositories:
+        raise ValueError("benchmark.format=swe_qa needs benchmark.repositories, e.g. [flask]")
+    repositories = [repositories] if isinstance(repositories, str) else [str(r) for r in repositories]
     directory = Path(directory)
     commits = read_commits(directory)
     instances = []
