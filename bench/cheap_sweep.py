@@ -46,6 +46,7 @@ def plan_sweep(source: str | Path, out: str | Path, *overrides: str):
     from hydra import compose, initialize_config_dir
 
     import raydist.launch  # noqa: F401 - registers the config's resolvers
+    from raydist.driver.config import check_config
     from raydist.driver.plan import plan_job
 
     out = Path(out)
@@ -53,7 +54,7 @@ def plan_sweep(source: str | Path, out: str | Path, *overrides: str):
         cfg = compose("config", overrides=["agent=null", "benchmark=file", f"benchmark.source={source}",
                                            "levels=[L0]", "seeds=[0]", f"output_root={out}",
                                            f"cache_dir={out / 'cache'}", *overrides])
-    return plan_job(cfg, out / "run")
+    return plan_job(check_config(cfg), out / "run")
 
 
 def cheap_run(unit, instance, settings, endpoint, prepared, trajectory_path: Path) -> dict:

@@ -30,7 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from raydist import launcher  # first: the environment defaults, before Ray or litellm is imported
 from raydist._util.run_dirs import job_name
-from raydist.driver.config import UNNAMED_OVERRIDES
+from raydist.driver.config import UNNAMED_OVERRIDES, check_config
 from raydist.driver.drive import run_job
 from raydist.driver.dry_run import print_plan
 from raydist.driver.plan import plan_job
@@ -63,9 +63,11 @@ OmegaConf.register_new_resolver("job_subdir", job_subdir, replace=True)
 def launch(cfg: DictConfig, run_dir: str) -> int:
     """Plan the job of ``cfg`` and run it into ``run_dir`` (or print the plan when
     ``cfg.dry_run``); returns the exit status. Raises what the skeleton maps to a status
-    (``raydist.launcher.exit_status_of``): ``JobError`` (2), ``InfrastructureError`` (1)."""
-    job = plan_job(cfg, run_dir)
-    if cfg.dry_run:
+    (``raydist.launcher.exit_status_of``): ``ConfigError`` and ``JobError`` (2),
+    ``InfrastructureError`` (1)."""
+    checked = check_config(cfg)  # ConfigError (2) names the first bad key
+    job = plan_job(checked, run_dir)
+    if checked.dry_run:
         print_plan(job)
         return 0
     return run_job(job)

@@ -22,13 +22,13 @@ import ray
 from ray.cluster_utils import Cluster
 
 from raydist.agents.outcome import save_trajectory
+from raydist.cluster.execute import RowSink
 from raydist.cluster.outputs import grading_log, grading_log_name, trajectory_name
 from raydist.cluster.scheduler import ClusterTooSmall, RayOptions, init_ray, run_units
 from raydist.cluster.unit import UnitSettings, execute_unit
 from raydist.cluster.unit_key import build_plan
 from raydist.outcomes import RetryPolicy
 from raydist.results import ResultStore
-from raydist.results.sink import RowSink
 from raydist.sandbox.settings import SandboxSettings
 from raydist.tasks import load_instances
 

@@ -17,12 +17,14 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 
 from raydist.cluster import execute as phases
+from raydist.cluster.execute import RowSink
 from raydist.cluster.job import Job
+from raydist.cluster.serving import ModelServers
 from raydist.cluster.unit_key import RunUnit
+from raydist.driver.config import check_config
 from raydist.driver.plan import plan_job
 from raydist.driver.report import compile_tables
 from raydist.results import ResultStore
-from raydist.results.sink import RowSink
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,7 +40,7 @@ def _job(tmp_path: Path) -> Job:
                                            "resume.max_attempts=2", "resume.backoff_s=0"])
     GlobalHydra.instance().clear()
     OmegaConf.resolve(cfg)
-    return plan_job(cfg, tmp_path / "runs" / "job")
+    return plan_job(check_config(cfg), tmp_path / "runs" / "job")
 
 
 def _row(unit: RunUnit, outcome: str) -> dict:
@@ -73,7 +75,8 @@ def test_the_units_phase_returns_the_units_it_ran_and_the_last_outcome_of_each(t
     job.run_dir.mkdir(parents=True)
     (job.run_dir / "script.json").write_text(json.dumps({u.instance_id: s for u, s in zip(units, SCRIPT, strict=True)}))
     sink = RowSink(ResultStore(job.run_dir))
-    ran = phases.units(job, phases.Runnable(units, {}), job.settings, None, sink, execute=scripted_unit)
+    with ModelServers() as servers:  # the null agent calls no model: nothing is served
+        ran = phases.units(job, phases.Runnable(units, {}), job.settings, servers, sink, execute=scripted_unit)
     assert ran == phases.Ran(tuple(u.key for u in units), {"resolved": 1, "unresolved": 1, "bug": 1})
     # every attempt's row went to the run directory: the retried infrastructure error too
     assert sink.counts == {"infrastructure_error": 1, "resolved": 1, "unresolved": 1, "bug": 1}

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from raydist.cluster.execute import _server_failure
+from raydist.driver.config import check_config
 from raydist.driver.drive import _disk_failure
 from raydist.driver.plan import JobError, plan_job
 from raydist.models.process import ModelServerError
@@ -83,4 +84,4 @@ def test_a_bad_model_supervisor_setting_is_a_setting_error_named_in_the_plan(tmp
         cfg = compose("config", overrides=[f"output_root={tmp_path}", f"cache_dir={tmp_path / 'cache'}",
                                            "+local_models.gemma3-270m.supervisor={restarts: 1}"])
     with pytest.raises(JobError, match=r"^local_models\.gemma3-270m\.supervisor=\{'restarts': 1\}: "):
-        plan_job(cfg, tmp_path / "run")
+        plan_job(check_config(cfg), tmp_path / "run")

@@ -139,7 +139,7 @@ def test_embedded_model_path_is_the_assembled_gguf(tmp_path):
 
 def test_the_embedded_model_identity_is_that_of_its_assembled_weights_without_assembling_them(tmp_path):
     from raydist._util.hashing import file_sha256, stable_hash
-    from raydist.driver.identity import model_identity
+    from raydist.cluster.served import model_identity
 
     entry = {"litellm_model": "openai/g", "model_path": "embedded", "command": ["serve"], "grammar_server": None}
     identity = model_identity("g", entry, tmp_path / "cache")

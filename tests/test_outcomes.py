@@ -13,13 +13,13 @@ import docker
 import pytest
 
 from raydist.agents import AgentSettings, run_agent
+from raydist.cluster.failures import Failure, error_row
 from raydist.cluster.prepare import PreparationError, prepared_of
 from raydist.cluster.unit import UnitSettings, execute_unit
 from raydist.cluster.unit_key import RunUnit
 from raydist.models import ModelEndpoint, ModelUnreachable
 from raydist.models.retry import call_with_retries
 from raydist.outcomes import InfrastructureError, InputError, RetryPolicy, agent_exit_of, classify_exception
-from raydist.results.sink import Failure, error_row
 from raydist.sandbox import ImageBuildError, SandboxUnavailable
 from raydist.sandbox.settings import SandboxSettings
 from raydist.tasks import load_instances

@@ -9,7 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from raydist.cluster.prepare import PrepCache, PrepTask, preparation_tasks, prepared_for, task_key
+from raydist._util.storage import JsonCache
+from raydist.cluster.prepare import PrepTask, preparation_tasks, prepared_for, task_key
 from raydist.cluster.rewrites import prepare_rewrites, rewrite_gate
 from raydist.cluster.unit_key import RunUnit
 from raydist.grading import ContainerRunner
@@ -66,7 +67,7 @@ def test_task_key_changes_with_seed_options_and_model_only_where_they_matter(tmp
 
 
 def test_cache_round_trip_and_a_corrupt_record_is_redone(tmp_path):
-    cache = PrepCache(tmp_path / "views")
+    cache = JsonCache(tmp_path / "views", indent=1)
     assert cache.get("k") is None
     cache.put("k", {"files": {"a.py": "x = 1\n"}, "functions": {}})
     assert cache.get("k") == {"files": {"a.py": "x = 1\n"}, "functions": {}}
@@ -282,20 +283,22 @@ def test_the_timing_options_change_no_preparation_key():
 
 
 def test_units_needing_preparation_get_new_keys_when_what_decides_it_changes(tmp_path):
-    from raydist.cluster.unit_key import with_preparation
+    from raydist.cluster.unit_key import plan_units, unit_config_hash
 
     prompts = tmp_path / "prompts"
     prompts.mkdir()
     for name in ("l1_paraphrase.j2", "l1_refine.j2", "l1_verify.j2", "l4_rewrite.j2", "l4_retry.j2"):
         (prompts / name).write_text("v1")
-    units = [unit("a", level, 0) for level in ("L0", "L1", "L3+L4", "full")]
 
-    def keys(**options):
-        return [u.key for u in with_preparation(units, ViewOptions(prompts_dir=str(prompts), **options), "model-a")]
+    def hashes(**options):
+        view = {"prompts_dir": str(prompts), **options}
+        planned = plan_units([HUMANIZE], model="m", agent="miniswe", levels=["L0", "L1", "L3+L4", "full"], seeds=[0],
+                             agent_settings={}, view_options=view, environment={}, view_model_identity="model-a")
+        return [u.config_hash for u in planned.units], unit_config_hash("miniswe", {}, view, {})
 
-    before = keys()
-    assert before[0] == units[0].key and before[1:] != [u.key for u in units[1:]]
+    before, plain = hashes()
+    assert before[0] == plain and plain not in before[1:]  # only the levels that need preparation
     (prompts / "l1_verify.j2").write_text("v2")
-    after = keys()
+    after, _ = hashes()
     assert [a == b for a, b in zip(before, after)] == [True, False, True, False]  # L0 and L4 keep theirs
-    assert keys(l4_llm_attempts=0)[2] != after[2]
+    assert hashes(l4_llm_attempts=0)[0][2] != after[2]

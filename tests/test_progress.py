@@ -1,10 +1,10 @@
-"""The progress bar's counts as the scheduler and the rows report them (``UnitProgress``)."""
+"""The progress bar's counts as the scheduler and the rows report them (``raydist.cluster.scheduler.UnitProgress``)."""
 
 from __future__ import annotations
 
 import io
 
-from raydist.cluster.progress import UnitProgress
+from raydist.cluster.scheduler import UnitProgress
 
 
 def last_line(stream: io.StringIO) -> str:

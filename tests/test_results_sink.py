@@ -6,10 +6,11 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
+from raydist.cluster.execute import RowSink
+from raydist.cluster.failures import Failure, error_row, task_failure
 from raydist.cluster.unit_key import RunUnit
 from raydist.results import ResultStore
 from raydist.results.schema import RUNS_SCHEMA, STEPS_SCHEMA, normalise_row, table_from_rows
-from raydist.results.sink import Failure, RowSink, error_row, task_failure
 
 UNIT = RunUnit("pkg-1", "h", "-", "oracle", "L0", 0, "c")
 

@@ -156,6 +156,7 @@ def _job(tmp_path, *overrides: str):
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
+    from raydist.driver.config import check_config
     from raydist.driver.plan import plan_job
 
     GlobalHydra.instance().clear()
@@ -164,13 +165,14 @@ def _job(tmp_path, *overrides: str):
                                            "agent=oracle", "benchmark.limit=1", "levels=[L1]", *overrides])
     GlobalHydra.instance().clear()
     OmegaConf.resolve(cfg)
-    return plan_job(cfg, tmp_path / "runs" / "job")
+    return plan_job(check_config(cfg), tmp_path / "runs" / "job")
 
 
 @pytest.mark.parametrize("storage", [None, "file://{tmp}/store", "{tmp}/shared"])
 def test_the_views_phase_reads_a_preparation_from_the_storage_and_runs_none(tmp_path, storage):
+    from raydist._util.storage import JsonCache
     from raydist.cluster import execute as phases
-    from raydist.cluster.prepare import PrepCache, preparation_tasks, task_key
+    from raydist.cluster.prepare import preparation_tasks, task_key
 
     uri = None if storage is None else storage.format(tmp=tmp_path)
     job = _job(tmp_path, *([] if uri is None else [f"storage={uri}"]))
@@ -179,13 +181,14 @@ def test_the_views_phase_reads_a_preparation_from_the_storage_and_runs_none(tmp_
     where = {None: tmp_path / "cache" / "views", "file://{tmp}/store": tmp_path / "store" / "_cache" / "views",
              "{tmp}/shared": tmp_path / "shared" / "_cache" / "views"}[storage]
     record = {"text": "a paraphrase", "source": "paraphrase", "attempts": 1, "history": []}
-    PrepCache(where).put(key, record)
+    JsonCache(where).put(key, record)
 
-    def no_model():
-        raise AssertionError("a preparation ran although its record was stored")
+    from raydist.cluster.serving import ModelServers
 
-    views = phases.views(job, job.units, job.settings, no_model)  # Ray is not started: nothing may run
+    with ModelServers() as servers:  # Ray is not started: nothing may run, no model may be served
+        views = phases.views(job, job.units, job.settings, servers)
     assert dict(views.records) == {(task.instance_id, task.seed, "L1"): record}
+    assert views.prepared(job.units[0])[0].statement == "a paraphrase"
     assert sorted(p.name for p in where.iterdir()) == [f"{key}.json"]
 
 

@@ -18,6 +18,7 @@ from raydist.cluster.job import Job
 from raydist.cluster.kinds import KINDS, AgentRun, PatchKind, QuestionKind, Score, UnknownTask, kind_of, register_kind
 from raydist.cluster.unit import UnitSettings, execute_unit
 from raydist.cluster.unit_key import RunUnit
+from raydist.driver.config import check_config
 from raydist.driver.plan import JobError, plan_job
 from raydist.outcomes import ANSWERED
 from raydist.sandbox.settings import SandboxSettings
@@ -84,7 +85,7 @@ def plan(tmp_path: Path, *overrides: str) -> Job:
         cfg = compose("config", overrides=["agent=miniswe", "benchmark=file", f"benchmark.source={rows}", "gate=true",
                                            f"local_models.gemma3-270m.model_path={weights}",
                                            f"cache_dir={tmp_path / 'cache'}", *overrides])
-    return plan_job(cfg, run_dir=tmp_path / "run")
+    return plan_job(check_config(cfg), run_dir=tmp_path / "run")
 
 
 def test_a_launch_of_an_ungated_kind_plans_no_gate_and_serves_no_judge(tmp_path, count_kind):

@@ -11,6 +11,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 import raydist.launch  # noqa: F401 - registers the config's resolvers
+from raydist.driver.config import check_config
 from raydist.driver.plan import plan_job
 from raydist.launch import job_subdir
 
@@ -42,7 +43,7 @@ def keys(tmp_path: Path, *overrides: str, agent: str = "miniswe") -> list[str]:
     with initialize_config_dir(config_dir=str(ROOT / "raydist" / "conf"), version_base="1.3"):
         cfg = compose("config", overrides=[f"agent={agent}", "benchmark.limit=2", "levels=[L0,L3]",
                                            f"cache_dir={tmp_path / 'cache'}", *overrides])
-    job = plan_job(cfg, run_dir=tmp_path / "run")
+    job = plan_job(check_config(cfg), run_dir=tmp_path / "run")
     return [u.key for u in job.units]
 
 
@@ -144,7 +145,7 @@ def test_the_default_launchs_unit_keys_are_those_its_earlier_rows_carry(tmp_path
 
     with initialize_config_dir(config_dir=str(ROOT / "raydist" / "conf"), version_base="1.3"):
         cfg = compose("config", overrides=[f"agent={agent}", f"cache_dir={tmp_path / 'cache'}"])
-    units = plan_job(cfg, run_dir=tmp_path / "run").units
+    units = plan_job(check_config(cfg), run_dir=tmp_path / "run").units
     assert len(units) == 12
     assert hashlib.sha256(json.dumps([u.key for u in units]).encode()).hexdigest()[:16] == digest
 
@@ -166,7 +167,7 @@ def test_the_keys_of_every_level_are_those_its_earlier_rows_carry(tmp_path, agen
     with initialize_config_dir(config_dir=str(ROOT / "raydist" / "conf"), version_base="1.3"):
         cfg = compose("config", overrides=[f"agent={agent}", f"levels={EVERY_LEVEL}", "seeds=[0,1]",
                                            f"cache_dir={tmp_path / 'cache'}"])
-    job = plan_job(cfg, run_dir=tmp_path / "run")
+    job = plan_job(check_config(cfg), run_dir=tmp_path / "run")
     assert len(job.units) == 120
     assert hashlib.sha256(json.dumps([u.key for u in job.units]).encode()).hexdigest()[:16] == digest
     gate = None if job.gate is None else hashlib.sha256(json.dumps([u.key for u in job.gate.units]).encode())

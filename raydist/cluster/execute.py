@@ -8,6 +8,10 @@ each phase is a function from frozen inputs to a frozen output. Rows are written
 through a ``RowSink``. A phase gets what it needs as a value, but for rows: the gate judges
 the rows in its run directory, so that those of earlier launches (resume) count as well.
 The driver (``raydist.driver.drive``) holds the run directory, compiles and reports.
+
+``RowSink`` is the one writer of result rows: every way a unit ends (a result, an image that
+could not be built, a view preparation that failed, a Ray task that died) reaches the run
+directory through ``RowSink.write``, once per attempt, and nowhere else.
 """
 
 from __future__ import annotations
@@ -15,14 +19,14 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
-from raydist._util.files import atomic_write_text
+from raydist.cluster.failures import Failure, error_row
 from raydist.cluster.job import Job
-from raydist.cluster.prepare import PrepCache, describe_record, preparation_tasks, prepared_of, task_key
-from raydist.cluster.progress import UnitProgress
+from raydist.cluster.prepare import describe_record, prepared_of
 from raydist.cluster.scheduler import (
     ClusterTooSmall,
+    UnitProgress,
     build_images,
     check_capacity,
     init_ray,
@@ -31,17 +35,14 @@ from raydist.cluster.scheduler import (
     run_preparations,
     run_units,
 )
-from raydist.cluster.serving import ModelServers, check_placeable
+from raydist.cluster.serving import ModelServers
 from raydist.cluster.unit_image import UnitSettings
 from raydist.cluster.unit_key import SCRIPTED_AGENTS, RunUnit
 from raydist.cluster.validity import GateResult, View, judge_views
-from raydist.models.admission import Admission
 from raydist.models.process import ModelServerError
-from raydist.outcomes import InfrastructureError
+from raydist.outcomes import OUTCOMES, InfrastructureError
 from raydist.results.budget import Spending
-from raydist.results.sink import Failure, RowSink
 from raydist.sandbox import BaseImageMissing, SandboxUnavailable, connect, ensure_base_image, sweep_orphans
-from raydist.tasks.schema import Recipe
 from raydist.views import levels_needing
 from raydist.views.base import Prepared
 
@@ -61,6 +62,36 @@ class Pending:
     units: tuple[RunUnit, ...]
     gate_units: tuple[RunUnit, ...]
     finished_before: int
+
+
+class RowSink:
+    """Writes the rows of one store (``ResultStore`` or anything with ``write_row``) and tells
+    ``on_written`` (e.g. a progress bar's ``finished``) about each; counts rows by outcome
+    (``counts``) and keeps the outcome of each key's last row (``last``).
+
+    ``write`` refuses a row whose ``outcome`` is not of the taxonomy (``ValueError``) and, through
+    ``raydist.results.schema.normalise_row``, a row with a key the schema lacks (``KeyError``)."""
+
+    def __init__(self, store, on_written: Callable[[dict], None] | None = None) -> None:
+        self.store = store
+        self.on_written = on_written
+        self.counts: dict[str, int] = {}
+        self.last: dict[str, str] = {}  # key -> the outcome of its last row written here
+
+    def write(self, row: Mapping) -> None:
+        """Write ``row`` durably (``ResultStore.write_row``; raises what it raises)."""
+        if row.get("outcome") not in OUTCOMES:
+            raise ValueError(f"result row {row.get('key')!r} has outcome {row.get('outcome')!r}; "
+                             f"one of {', '.join(OUTCOMES)}")
+        self.store.write_row(row)
+        self.counts[row["outcome"]] = self.counts.get(row["outcome"], 0) + 1
+        self.last[str(row["key"])] = str(row["outcome"])
+        if self.on_written is not None:
+            self.on_written(dict(row))
+
+    def fail(self, unit, failure: Failure) -> None:
+        """Write the error row of ``unit`` ended by ``failure``."""
+        self.write(error_row(unit, failure))
 
 
 def view_of(unit: RunUnit) -> View:
@@ -93,24 +124,16 @@ class Images:
         return None if recipe is None else self.failed.get(recipe.key())
 
 
-def images(job: Job, units: tuple[RunUnit, ...], base_image: str) -> Images:
-    """Build (or find) on Ray every instance image ``units`` need, before any agent runs."""
-
-    settings = replace(job.settings, sandbox=replace(job.settings.sandbox, base_image=base_image))
-    recipes: dict[str, Recipe] = {}
-    for unit in units:
-        recipe = job.instances[unit.instance_id].recipe
-        if recipe is not None:
-            recipes.setdefault(recipe.key(), recipe)
-    return Images(settings, build_images(recipes, settings, job.ray))
-
-
 @dataclass(frozen=True)
 class Views:
-    """Preparation records (L1 statements, L4 rewrites) and failures, by ``(instance_id, seed, kind)``."""
+    """What the views phase made: the preparation records (L1 statements, L4 rewrites) and
+    failures, by ``(instance_id, seed, kind)``; those a spent budget kept from starting; and
+    each unit view's inputs, by ``(instance_id, level, seed)``: its ``Prepared``, or the
+    ``Failure`` of a preparation it needs (``raydist.cluster.prepare.prepared_of``)."""
     records: Mapping[Where, dict]
     errors: Mapping[Where, Failure]
     not_started: frozenset[Where] = frozenset()  # kept from starting by a spent budget
+    inputs: Mapping[View, tuple[Prepared | None, Failure | None]] = field(default_factory=dict)
 
     def held(self, unit: RunUnit) -> bool:
         """Whether a preparation ``unit`` needs was kept from starting (the unit cannot run)."""
@@ -118,52 +141,53 @@ class Views:
         return any((unit.instance_id, unit.seed, kind) in self.not_started for kind in levels_needing(unit.level))
 
     def prepared(self, unit: RunUnit) -> tuple[Prepared | None, Failure | None]:
-        """``raydist.cluster.prepare.prepared_of`` for ``unit``."""
+        """``(Prepared, None)`` for ``unit``, or ``(None, failure)`` when a preparation it needs failed."""
 
-        return prepared_of(unit, self.records, self.errors)
+        return self.inputs[view_of(unit)]
 
 
-def views(job: Job, units: tuple[RunUnit, ...], settings: UnitSettings, view_endpoint: Callable[[], object],
-          stop: Callable[[], object] | None = None) -> Views:
-    """Compute on Ray (or read from the cache: ``Job.cache("views")``) every L1/L4
-    preparation ``units`` need; ``view_endpoint()`` serves the view model, called only when a
-    preparation that needs it is not cached yet. ``stop()`` true (a spent budget) keeps the
-    remaining preparations from starting (``Views.not_started``)."""
+def views(job: Job, units: tuple[RunUnit, ...], settings: UnitSettings, servers: ModelServers) -> Views:
+    """Compute on Ray (or read from the cache: ``Job.views_cache``, by the keys the plan gave
+    them: ``Job.preparations``) every L1/L4 preparation ``units`` need; the view model is served
+    (``servers``) only when a preparation that needs it is not cached yet. Once the launch's
+    budget is spent (``servers.admission``), the remaining preparations do not start
+    (``Views.not_started``)."""
     options = settings.view_options
-    cache = PrepCache(job.views_cache)
+    cache = job.views_cache
     records: dict[Where, dict] = {}
     errors: dict[Where, Failure] = {}
-    keys = {}
     todo = []
-    for task in preparation_tasks(units):
-        keys[task] = task_key(task, job.instances[task.instance_id], options, job.view_model.identity)
-        record = cache.get(keys[task])
+    wanted = {(u.instance_id, u.seed, kind) for u in units for kind in levels_needing(u.level)}
+    for task in (t for t in job.preparations if (t.instance_id, t.seed, t.kind) in wanted):
+        record = cache.get(job.preparations[task])
         if record is None:
             todo.append(task)
         else:
             records[(task.instance_id, task.seed, task.kind)] = record
-    if not todo:
-        return Views(records, errors)
-    needs_model = any(t.kind == "L1" for t in todo) or options.l4_llm_attempts > 0
-    print(f"preparing {len(todo)} views (L1 paraphrases, L4 rewrites with their test gate)"
-          + (f" with view model {options.model}" if needs_model else ""), flush=True)
+    left: list = []
+    if todo:
+        needs_model = any(t.kind == "L1" for t in todo) or options.l4_llm_attempts > 0
+        print(f"preparing {len(todo)} views (L1 paraphrases, L4 rewrites with their test gate)"
+              + (f" with view model {options.model}" if needs_model else ""), flush=True)
 
-    def on_record(task, record, failure: Failure | None) -> None:
-        where = (task.instance_id, task.seed, task.kind)
-        if failure is not None:
-            errors[where] = failure
-            print(f"  {task.kind} {task.instance_id} seed {task.seed}: FAILED ({failure.outcome}): "
-                  f"{failure.error.splitlines()[0][:200]}", flush=True)
-            return
-        cache.put(keys[task], record)
-        records[where] = record
-        print(f"  {task.kind} {task.instance_id} seed {task.seed}: {describe_record(task.kind, record)}", flush=True)
+        def on_record(task, record, failure: Failure | None) -> None:
+            where = (task.instance_id, task.seed, task.kind)
+            if failure is not None:
+                errors[where] = failure
+                print(f"  {task.kind} {task.instance_id} seed {task.seed}: FAILED ({failure.outcome}): "
+                      f"{failure.error.splitlines()[0][:200]}", flush=True)
+                return
+            cache.put(job.preparations[task], record)
+            records[where] = record
+            print(f"  {task.kind} {task.instance_id} seed {task.seed}: {describe_record(task.kind, record)}",
+                  flush=True)
 
-    left = run_preparations(todo, job.instances, options, view_endpoint() if needs_model else None, settings,
-                            job.ray, on_record, stop=stop)
-    if left:
-        print(f"  {len(left)} view preparations not started: budget spent", flush=True)
-    return Views(records, errors, frozenset((t.instance_id, t.seed, t.kind) for t in left))
+        left = run_preparations(todo, job.instances, options, servers.endpoint(job.view_model, "view")
+                                if needs_model else None, settings, job.ray, on_record, stop=servers.spent)
+        if left:
+            print(f"  {len(left)} view preparations not started: budget spent", flush=True)
+    return Views(records, errors, frozenset((t.instance_id, t.seed, t.kind) for t in left),
+                 {view_of(u): prepared_of(u, records, errors) for u in units})
 
 
 @dataclass(frozen=True)
@@ -197,13 +221,12 @@ def runnable(job: Job, units: tuple[RunUnit, ...], built: Images | None, prepare
 
 
 def gate(job: Job, wanted: set[View], gate_units: tuple[RunUnit, ...], settings: UnitSettings, prepared: Views,
-         gate_store) -> GateResult:
+         sink: RowSink) -> GateResult:
     """The validity gate (SchrodingerRepo §V-C) on the views ``wanted``: runs the gate units
-    without a row (``gate_units``) into ``gate_store``, judges every wanted view from the rows
-    (``raydist.cluster.validity.judge_views``), writes ``gate.json`` in the run directory and returns the
-    verdict."""
+    without a row (``gate_units``) into ``sink`` (on the gate's store), judges every wanted view
+    from the store's rows (``raydist.cluster.validity.judge_views``) and returns the verdict
+    (the driver writes it to ``gate.json``)."""
     assert job.gate is not None
-    sink = RowSink(gate_store)
     for agent in SCRIPTED_AGENTS:
         batch = tuple(u for u in gate_units if u.agent == agent and view_of(u) in wanted)
         if not batch:
@@ -213,10 +236,9 @@ def gate(job: Job, wanted: set[View], gate_units: tuple[RunUnit, ...], settings:
         agent_settings = replace(job.gate.settings[agent], sandbox=settings.sandbox)
         run_units(ready.units, job.instances, agent_settings, None, job.ray, sink.write, prepared=ready.prepared,
                   retry=job.retry)
-    rows = {(*view_of(u), u.agent): gate_store.read_row(u.key) for u in job.gate.units}
+    sink.store.compile([u.key for u in job.gate.units])
+    rows = {(*view_of(u), u.agent): sink.store.read_row(u.key) for u in job.gate.units}
     result = judge_views(wanted, rows)
-    gate_store.compile([u.key for u in job.gate.units])
-    atomic_write_text(job.run_dir / "gate.json", result.to_json())
     print(f"validity gate: {result.checked} views checked, {len(result.excluded)} excluded", flush=True)
     for e in result.excluded:
         print(f"  excluded {e.instance_id} {e.level} seed {e.seed}: {e.reason}", flush=True)
@@ -232,23 +254,29 @@ class Ran:
     not_started: tuple[RunUnit, ...] = ()  # kept from starting by a spent budget: no row
 
 
-def units(job: Job, ready: Runnable, settings: UnitSettings, endpoint, sink: RowSink, progress=None,
-          stop: Callable[[], object] | None = None, *, execute: Callable[..., dict] | None = None) -> Ran:
+def units(job: Job, ready: Runnable, settings: UnitSettings, servers: ModelServers, sink: RowSink,
+          *, already_done: int = 0, execute: Callable[..., dict] | None = None) -> Ran:
     """Run ``ready`` on Ray (``raydist.cluster.scheduler.run_units``; ``execute``: what each task
-    runs, None for ``raydist.cluster.unit.execute_unit``), every row into ``sink``; returns
-    what ran. ``stop()`` true (a spent budget) keeps the remaining units from starting."""
-    last: dict[str, str] = {}
-
-    def write(row) -> None:
-        sink.write(row)
-        last[row["key"]] = row["outcome"]
-
-    left = run_units(ready.units, job.instances, settings, endpoint, job.ray, write, progress,
-                     prepared=ready.prepared, stop=stop, retry=job.retry,
+    runs, None for ``raydist.cluster.unit.execute_unit``), every row into ``sink``, with a
+    progress bar (``already_done``: the launch's units finished before it started). An LLM
+    agent's model and a question's judge are served by ``servers``, after the view model is
+    released (unless one of them is it: its CPUs, or GPU, go to the agents). Once the launch's
+    budget is spent, the remaining units do not start. Returns what ran: the last outcome of
+    each unit counted, an infrastructure error retried once."""
+    if job.view_model.name not in (job.model.name, job.judge.name if job.judge else None):
+        servers.release(job.view_model.name)
+    if job.judge is not None:  # repository questions: the judge scores every answer
+        settings = replace(settings, judge_endpoint=servers.endpoint(job.judge, "judge"))
+    endpoint = servers.endpoint(job.model, "agent") if settings.agent_kind == "llm" else None
+    errors = sum(sink.counts.values())  # rows of units that could not run (their image or view failed)
+    left = run_units(ready.units, job.instances, settings, endpoint, job.ray, sink.write,
+                     UnitProgress(total=len(job.units), already_done=already_done + errors, errors=errors),
+                     prepared=ready.prepared, stop=servers.spent, retry=job.retry,
                      **({} if execute is None else {"execute": execute}))
     counts: dict[str, int] = {}
-    for outcome in last.values():
-        counts[outcome] = counts.get(outcome, 0) + 1
+    for unit in ready.units:
+        if unit.key in sink.last:
+            counts[sink.last[unit.key]] = counts.get(sink.last[unit.key], 0) + 1
     skipped = {u.key for u in left}
     return Ran(tuple(u.key for u in ready.units if u.key not in skipped), counts, tuple(left))
 
@@ -292,7 +320,7 @@ def execute_job(job: Job, store, gate_store=None, *, execute: Callable[..., dict
         return Executed(interrupted=True)
     finally:
         _shutdown_ray()
-        _sweep(client)
+        sweep_orphans(client)
 
 
 def _run_phases(job: Job, todo: Pending, base_image: str, store, gate_store,
@@ -302,58 +330,35 @@ def _run_phases(job: Job, todo: Pending, base_image: str, store, gate_store,
     if dashboard:
         print(f"Ray dashboard: {dashboard} (units' tasks are named <instance_id>/<level>/s<seed>/<key>)", flush=True)
     interrupt_on_signals()  # also while it waits on Ray for a preparation or a unit
-    _check_capacity(job)
-    built = images(job, (*todo.units, *todo.gate_units), base_image)
-    sink = RowSink(store)
+    try:
+        check_capacity(job.ray)
+    except ClusterTooSmall as exc:
+        raise ClusterRefused(str(exc)) from exc
+    settings = replace(job.settings, sandbox=replace(job.settings.sandbox, base_image=base_image))
+    built = Images(settings, build_images((*todo.units, *todo.gate_units), job.instances, settings, job.ray))
+    try:  # a model no node can hold is refused before anything is served
+        servers = ModelServers(job.budget, max_calls=job.ray.max_concurrency,
+                               models=(job.model, job.view_model, job.judge))
+    except ModelServerError as exc:
+        raise ClusterRefused(str(exc)) from exc
+    sink, gate_sink = RowSink(store), RowSink(gate_store) if gate_store is not None else None
     verdict: GateResult | None = None
     ran: Ran | None = None
-    held: tuple[RunUnit, ...] = ()
     try:
-        with ModelServers() as servers, Admission(job.budget, max_calls=job.ray.max_concurrency) as admission:
-            view_model = job.view_model
-            prepared = views(job, (*todo.units, *todo.gate_units), built.settings,
-                             lambda: admission.attach(servers.endpoint(view_model.name, view_model.local), "view"),
-                             stop=admission.spent)
+        with servers:
+            prepared = views(job, (*todo.units, *todo.gate_units), settings, servers)
             ready = runnable(job, todo.units, built, prepared, sink)
-            held = ready.held
-            if job.gate is not None:
-                verdict = gate(job, {view_of(u) for u in ready.units}, todo.gate_units, built.settings, prepared,
-                               gate_store)
+            if job.gate is not None and gate_sink is not None:
+                verdict = gate(job, {view_of(u) for u in ready.units}, todo.gate_units, settings, prepared, gate_sink)
                 bad = verdict.views()
-                ready = Runnable(tuple(u for u in ready.units if view_of(u) not in bad), ready.prepared)
-            if view_model.name not in (job.model.name, job.judge.name if job.judge else None):
-                servers.release(view_model.name)  # free its CPUs (or GPU) for the agents
+                ready = Runnable(tuple(u for u in ready.units if view_of(u) not in bad), ready.prepared, ready.held)
             if ready.units:
-                endpoint = (admission.attach(servers.endpoint(job.model.name, job.model.local), "agent")
-                            if built.settings.agent_kind == "llm" else None)
-                settings = built.settings
-                if job.judge is not None:  # repository questions: the judge scores every answer
-                    judge_endpoint = admission.attach(servers.endpoint(job.judge.name, job.judge.local), "judge")
-                    settings = replace(settings, judge_endpoint=judge_endpoint)
-                # The bar starts after preparation and the gate printed theirs.
-                already = len(job.units) - len(todo.units)
-                progress = UnitProgress(total=len(job.units), already_done=already + sum(sink.counts.values()),
-                                        errors=sum(sink.counts.values()))
-                try:
-                    ran = units(job, ready, settings, endpoint, sink, progress, stop=admission.spent, execute=execute)
-                finally:
-                    progress.close()
-            spending = _spending(job, admission, (*held, *(ran.not_started if ran else ())))
+                ran = units(job, ready, settings, servers, sink, already_done=len(job.units) - len(todo.units),
+                            execute=execute)
+            spending = servers.spending(job.units, (*ready.held, *(ran.not_started if ran else ())))
     except ModelServerError as exc:
         raise _server_failure(exc) from exc
     return Executed(verdict, ran, spending)
-
-
-def _spending(job: Job, admission, not_started) -> Spending:
-    """The launch's ``Spending``: the ledger's totals and the units the budget kept from
-    starting, in plan order (``stopped`` only when there are some)."""
-    keys = {u.key for u in not_started}
-    left = [{"key": u.key, "name": f"{u.instance_id} {u.level} seed {u.seed}"} for u in job.units if u.key in keys]
-    reason = admission.spent() if left else None
-    if left:
-        print(f"budget: {reason}; {len(left)} units not started (the same command with a larger budget runs "
-              "them)", flush=True)
-    return Spending({"usd": job.budget.usd, "tokens": job.budget.tokens}, admission.totals(), reason, tuple(left))
 
 
 def _server_failure(exc: Exception) -> InfrastructureError:
@@ -362,29 +367,6 @@ def _server_failure(exc: Exception) -> InfrastructureError:
     first = str(exc).strip().splitlines()[0].removesuffix(", last lines:") if str(exc).strip() else type(exc).__name__
     return InfrastructureError(f"the model server did not start: {first}; read its log, then check the local_models "
                                "entry's command (llama.cpp needs pip install 'raydist[local]')", cause="model_server")
-
-
-def _check_capacity(job: Job) -> None:
-    """``ClusterRefused`` naming the setting when the connected cluster cannot run one unit,
-    one image build or the served models as configured."""
-    import ray  # deferred: importing Ray is heavy and reads the launcher's environment defaults
-
-    try:
-        check_capacity(job.ray)
-    except ClusterTooSmall as exc:
-        raise ClusterRefused(str(exc)) from exc
-    cpus = ray.cluster_resources().get("CPU", 0)
-    for key, need in (("cluster.cpus_per_unit", job.ray.cpus_per_unit),
-                      ("cluster.image_build_cpus", job.ray.image_build_cpus)):
-        if need > cpus:
-            raise ClusterRefused(f"{key}={need} but the Ray cluster has {cpus:g} CPUs: no unit could ever be "
-                                 "scheduled")
-    for served in (job.model, job.view_model):
-        if served.local is not None and served.local.get("command"):
-            try:
-                check_placeable(served.name, dict(served.local))
-            except ModelServerError as exc:
-                raise ClusterRefused(str(exc)) from exc
 
 
 def _docker(job: Job):
@@ -396,14 +378,10 @@ def _docker(job: Job):
         raise InfrastructureError(str(exc), cause="docker") from exc
     except BaseImageMissing as exc:
         raise InfrastructureError(str(exc), cause="base_image_missing") from exc
-    _sweep(client, announce=True)
-    return client, base_image
-
-
-def _sweep(client, announce: bool = False) -> None:
     removed = sweep_orphans(client)
-    if removed and announce:
+    if removed:
         print(f"removed {removed} containers left by an earlier run that was killed", flush=True)
+    return client, base_image
 
 
 def _shutdown_ray() -> None:

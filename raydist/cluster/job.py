@@ -5,28 +5,18 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from raydist._util.storage import Storage
+from raydist._util.storage import JsonCache, Storage
+from raydist.cluster.prepare import PrepTask
 from raydist.cluster.scheduler import RayOptions
+from raydist.cluster.served import ServedModel
 from raydist.cluster.unit_image import UnitSettings
 from raydist.cluster.unit_key import RunUnit
 from raydist.models.admission import Budget
 from raydist.outcomes import RetryPolicy
 from raydist.tasks import Instance
-
-
-@dataclass(frozen=True)
-class ServedModel:
-    """A model a phase talks to: its ``name`` (litellm or ``local_models`` key), its
-    ``local_models`` entry (None: hosted, nothing to serve) and its ``identity`` (what unit and
-    preparation keys hash: ``raydist.driver.identity.model_identity``)."""
-
-    name: str
-    local: Mapping[str, Any] | None = None
-    identity: str = ""
 
 
 @dataclass(frozen=True)
@@ -55,7 +45,9 @@ class Job:
     view_model: ServedModel
     run_dir: Path
     title: str
-    views_cache: Storage  # L1/L4 preparations by content key (``raydist._util.storage.cache_storage``)
+    views_cache: JsonCache  # L1/L4 preparation records by ``preparations``' keys (``raydist.cluster.prepare``)
+    preparations: Mapping[PrepTask, str] = field(default_factory=dict)  # every L1/L4 preparation of the
+    # agent's and the gate's units, with its cache key (``raydist.cluster.prepare.preparation_keys``)
     retry: RetryPolicy = RetryPolicy()  # what runs again (``resume``)
     gate: GatePlan | None = None  # None: not gated (scripted agents, gate=false, or questions)
     judge: ServedModel | None = None  # the judge of repository answers; None: no question in the launch

@@ -8,6 +8,12 @@ model, so every level and agent that shares an (instance, seed) shares one prepa
 a second launch spends nothing. What comes out is a plain JSON record, turned into
 ``raydist.views.Prepared`` for ``build_view``.
 
+The records are JSON files ``<key>.json`` of one folder (a ``raydist._util.storage.JsonCache``):
+a path on the driver's disk (``<cache_dir>/views``) or a ``Storage`` (``<storage>/_cache/views``).
+Only the driver reads and writes it: a preparation task returns its record, the driver stores
+it (``raydist.cluster.execute.views``) and hands stored records to the units that need them,
+so a record made on any node serves every later launch, on any node, without recomputing.
+
 A failure of the model server or of Docker raises ``PreparationError`` (an
 ``InfrastructureError``): nothing is cached and the units that needed it record an
 infrastructure error, so they run again on resume; any other exception of a preparation is
@@ -24,14 +30,13 @@ from pathlib import Path
 
 from raydist._util.hashing import named_files_digest, stable_hash
 from raydist._util.protocols import Complete
-from raydist._util.storage import JsonCache, Storage
 from raydist.cluster.errors import PreparationError
+from raydist.cluster.failures import Failure
 from raydist.cluster.rewrites import prepare_rewrites, rewrite_gate, with_passing_tests
 from raydist.grading.official import has_eval_script, runner_for
 from raydist.models.completion import litellm_complete
 from raydist.outcomes import InputError
 from raydist.prompts import resolve_prompts_dir
-from raydist.results.sink import Failure
 from raydist.sandbox import Limits, connect, ensure_instance_image
 from raydist.sandbox.official import DEFAULT_NAMESPACE, ensure_official_image, official_repo_dir
 from raydist.tasks.swe_qa import cited_functions, is_qa
@@ -61,28 +66,49 @@ def preparation_tasks(units: Iterable) -> list[PrepTask]:
 
 
 def _prompt_digest(prompts_dir: str, names: Iterable[str]) -> str:
-    # the folder the loaders read, whatever the working directory
-    return named_files_digest(resolve_prompts_dir(prompts_dir), names)
+    folder = resolve_prompts_dir(prompts_dir)  # the folder the loaders read, whatever the working directory
+    return named_files_digest(folder, names)
 
 
-def task_key(task: PrepTask, instance, options: ViewOptions, model_identity: str) -> str:
+def preparation_knobs(kind: str, options: ViewOptions) -> dict:
+    """What of the view options and prompt files decides a record of ``kind`` (``L1``: attempts,
+    token cap, the sha256 of its three prompt files; ``L4``: LLM attempts and its two prompt
+    files), as ``task_key`` hashes it. Raises ``FileNotFoundError`` naming a missing prompt file."""
+    if kind == "L1":
+        return {"attempts": options.l1_attempts, "max_tokens": options.l1_max_tokens,
+                "prompts": _prompt_digest(options.prompts_dir, ("l1_paraphrase.j2", "l1_refine.j2", "l1_verify.j2"))}
+    return {"attempts": options.l4_llm_attempts,
+            "prompts": _prompt_digest(options.prompts_dir, ("l4_rewrite.j2", "l4_retry.j2"))}
+
+
+def task_key(task: PrepTask, instance, options: ViewOptions, model_identity: str,
+             knobs: dict[str, dict] | None = None) -> str:
     """24 hex chars naming one preparation's result: instance content, seed, kind, the view
-    options it depends on, the prompt files' bytes and the view model's identity."""
-    if task.kind == "L1":
-        knobs = {"attempts": options.l1_attempts, "max_tokens": options.l1_max_tokens,
-                 "prompts": _prompt_digest(options.prompts_dir, ("l1_paraphrase.j2", "l1_refine.j2", "l1_verify.j2"))}
-    else:
-        knobs = {"attempts": options.l4_llm_attempts,
-                 "prompts": _prompt_digest(options.prompts_dir, ("l4_rewrite.j2", "l4_retry.j2"))}
+    options it depends on, the prompt files' bytes (``preparation_knobs`` of its kind, kept in
+    ``knobs`` by kind on first use, so many tasks read the prompt files once) and the view
+    model's identity. Raises ``FileNotFoundError`` naming a missing prompt file."""
+    knobs = {} if knobs is None else knobs
+    if task.kind not in knobs:
+        knobs[task.kind] = preparation_knobs(task.kind, options)
     uses_model = task.kind == "L1" or options.l4_llm_attempts > 0
     return stable_hash({"version": PREPARATION_VERSION[task.kind], "instance": instance.content_hash(),
-                        "seed": task.seed, "kind": task.kind, **knobs,
+                        "seed": task.seed, "kind": task.kind, **knobs[task.kind],
                         "model": model_identity if uses_model else None}, 24)
+
+
+def preparation_keys(tasks: Iterable[PrepTask], instances: Mapping, options: ViewOptions,
+                     model_identity: str) -> dict[PrepTask, str]:
+    """``tasks`` (in their order) with their cache keys (``task_key`` of each one's instance in
+    ``instances``, by id; the prompt files read once per kind). Planned with the units
+    (``raydist.cluster.unit_key.plan_units``), so a dry run and the executor name the same
+    records."""
+    knobs: dict[str, dict] = {}
+    return {task: task_key(task, instances[task.instance_id], options, model_identity, knobs) for task in tasks}
 
 
 class _AnyInstance:
     """Stands for "any instance" in a preparation fingerprint (instance and seed are already
-    part of a unit's key: ``raydist.cluster.unit_key.with_preparation``)."""
+    part of a unit's key: ``raydist.cluster.unit_key.plan_units``)."""
 
     @staticmethod
     def content_hash() -> str:
@@ -90,17 +116,6 @@ class _AnyInstance:
 
 
 ANY_INSTANCE = _AnyInstance()
-
-
-class PrepCache(JsonCache):
-    """Preparation records as JSON files ``<key>.json`` of one folder: a path on the driver's
-    disk (``<cache_dir>/views``) or a ``Storage`` (``<storage>/_cache/views``). Only the driver
-    reads and writes it: a preparation task returns its record, the driver stores it
-    (``raydist.cluster.execute.views``) and hands stored records to the units that need them, so
-    a record made on any node serves every later launch, on any node, without recomputing."""
-
-    def __init__(self, root: str | Path | Storage) -> None:
-        super().__init__(root, indent=1)
 
 
 def prepared_for(level: str, records: Mapping[str, Mapping | None]) -> Prepared:
@@ -208,7 +223,7 @@ def describe_record(kind: str, record: dict) -> str:
 def prepared_of(unit, records: Mapping, errors: Mapping) -> tuple[Prepared | None, Failure | None]:
     """``(Prepared, None)`` for ``unit`` from ``records``, or ``(None, failure)`` when a
     preparation it needs failed: ``errors`` (keyed like ``records``, by ``(instance_id, seed,
-    kind)``) holds ``raydist.results.sink.Failure``s, and the failure returned names the kind."""
+    kind)``) holds ``raydist.cluster.failures.Failure``s, and the failure returned names the kind."""
     needed = {}
     for kind in sorted(levels_needing(unit.level)):
         where = (unit.instance_id, unit.seed, kind)

@@ -4,6 +4,11 @@ Ray stays at this edge: the remote functions below only call plain Python
 (``raydist.cluster.unit.execute_unit``, ``raydist.sandbox.ensure_instance_image``). Each
 finished unit's row is written by the driver the moment it arrives, so killing the driver
 loses at most the units in flight, which the next launch runs again.
+
+``UnitProgress`` is the bar of units across the cluster: done of planned, running, failed,
+resolved, and the rate and ETA of this launch (tqdm, to stderr). Its counts are kept as the
+rows arrive (constant work per row, never a pass over all rows), and it is redrawn at most
+every ``mininterval`` seconds, so a sweep of 10,000 fast units does not spend its time drawing.
 """
 
 from __future__ import annotations
@@ -16,11 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tqdm import tqdm
+
+from raydist.cluster.failures import Failure, error_row, task_failure
 from raydist.cluster.prepare import run_preparation
 from raydist.cluster.unit import UnitSettings, error_fields, execute_unit
 from raydist.cluster.unit_key import RunUnit
-from raydist.outcomes import RetryPolicy, classify_exception
-from raydist.results.sink import Failure, error_row, task_failure
+from raydist.outcomes import ERRORS, RESOLVED, RetryPolicy, classify_exception
 from raydist.sandbox import connect, ensure_instance_image
 
 if TYPE_CHECKING:
@@ -148,27 +155,35 @@ def _local_cpus() -> int:
 
 
 def check_capacity(options: RayOptions) -> None:
-    """Raise ``ClusterTooSmall`` unless some live node of the connected cluster has both a
-    unit's CPUs (``cpus_per_unit``) and its sandbox share (``sandbox_per_unit`` of
-    ``sandbox_resource``): without one, Ray would queue every unit forever. The message names
-    the missing resource and the nodes' totals."""
+    """Raise ``ClusterTooSmall`` naming the setting unless the connected cluster can run a
+    unit: some live node has both a unit's CPUs (``cpus_per_unit``) and its sandbox share
+    (``sandbox_per_unit`` of ``sandbox_resource``), and the cluster has ``cpus_per_unit`` and
+    ``image_build_cpus`` CPUs in all. Without this, Ray would queue every unit forever. The
+    message names the missing resource and the nodes' totals (a model server's room:
+    ``raydist.cluster.serving.check_placeable``)."""
     import ray
 
     nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
     need = {"CPU": float(options.cpus_per_unit)}
     if options.sandbox_per_unit:
         need[options.sandbox_resource] = float(options.sandbox_per_unit)
-    if any(all(node.get(name, 0) >= amount for name, amount in need.items()) for node in nodes):
-        return
     total = ray.cluster_resources()
-    missing = [name for name, amount in need.items() if not any(node.get(name, 0) >= amount for node in nodes)]
-    name = (missing or [options.sandbox_resource])[0]
-    raise ClusterTooSmall(
-        f"no node of the Ray cluster has {need.get(name, 0):g} {name!r} for one unit (the cluster has "
-        f"{total.get(name, 0):g} in all, over {len(nodes)} live node(s)); needed per unit: "
-        + ", ".join(f"{amount:g} {n}" for n, amount in need.items())
-        + ". Start Docker nodes with `launch/ray_start.sh worker` (it advertises 'sandbox', one per CPU), "
-          "or set cluster.sandbox_resource / cluster.sandbox_per_unit (0: ask for none) to what the cluster offers")
+    if not any(all(node.get(name, 0) >= amount for name, amount in need.items()) for node in nodes):
+        missing = [name for name, amount in need.items() if not any(node.get(name, 0) >= amount for node in nodes)]
+        name = (missing or [options.sandbox_resource])[0]
+        raise ClusterTooSmall(
+            f"no node of the Ray cluster has {need.get(name, 0):g} {name!r} for one unit (the cluster has "
+            f"{total.get(name, 0):g} in all, over {len(nodes)} live node(s)); needed per unit: "
+            + ", ".join(f"{amount:g} {n}" for n, amount in need.items())
+            + ". Start Docker nodes with `launch/ray_start.sh worker` (it advertises 'sandbox', one per CPU), "
+              "or set cluster.sandbox_resource / cluster.sandbox_per_unit (0: ask for none) to what the cluster "
+              "offers")
+    cpus = total.get("CPU", 0)
+    for key, amount in (("cluster.cpus_per_unit", options.cpus_per_unit),
+                        ("cluster.image_build_cpus", options.image_build_cpus)):
+        if amount > cpus:
+            raise ClusterTooSmall(f"{key}={amount} but the Ray cluster has {cpus:g} CPUs: no unit could ever be "
+                                  "scheduled")
 
 
 def node_fields() -> dict:
@@ -305,7 +320,7 @@ def run_preparations(tasks: Sequence, instances: Mapping[str, Instance], options
                      stop: Callable[[], object] | None = None) -> list:
     """Run view preparations (``raydist.cluster.prepare``) with at most
     ``ray_options.max_concurrency`` in flight; ``on_record(task, record, failure)`` gets each
-    result at once (``failure``: None, or a ``raydist.results.sink.Failure`` classified by
+    result at once (``failure``: None, or a ``raydist.cluster.failures.Failure`` classified by
     ``raydist.outcomes``, ``record`` then None; a task that died is an infrastructure error).
     ``stop``: as in ``run_bounded``; returns the tasks it kept from starting."""
     resources = ray_options.sandbox(ray_options.cpus_per_unit)
@@ -336,14 +351,21 @@ def _remote_image():
     return build_image
 
 
-def build_images(recipes: dict, settings: UnitSettings, options: RayOptions) -> dict[str, Failure]:
-    """Build (or find) every instance image before any agent runs, in parallel.
+def build_images(units: Sequence[RunUnit], instances: Mapping[str, Instance], settings: UnitSettings,
+                 options: RayOptions) -> dict[str, Failure]:
+    """Build (or find) every instance image ``units`` need (one per recipe of their
+    ``instances``) before any agent runs, in parallel.
 
     Returns ``{recipe_key: Failure}`` for recipes that failed
     (``raydist.outcomes.classify_exception`` of what the build raised); their units then
     record that error instead of each retrying the build."""
     import ray
 
+    recipes = {}
+    for unit in units:
+        recipe = instances[unit.instance_id].recipe
+        if recipe is not None:
+            recipes.setdefault(recipe.key(), recipe)
     build, resources = _remote_image(), options.sandbox(options.image_build_cpus)
     sandbox = settings.sandbox
     refs = {key: build.options(**resources, name=f"image {key}").remote(r, sandbox.docker_host, sandbox.base_image,
@@ -361,6 +383,54 @@ def build_images(recipes: dict, settings: UnitSettings, options: RayOptions) -> 
     return failed
 
 
+class UnitProgress:
+    """Counts units as their last row arrives; ``failed`` counts rows whose ``outcome`` is an
+    error (``raydist.outcomes.ERRORS``: input, infrastructure, bug), ``resolved`` the resolved,
+    ``running`` the Ray tasks in flight (``running(n)``, from the scheduler). tqdm's rate and
+    ETA count only this launch's units (those ``already_done`` are its ``initial``)."""
+
+    def __init__(self, total: int, already_done: int = 0, desc: str = "units", errors: int = 0,
+                 mininterval: float = 0.5, file=None):
+        """``already_done`` units count as done, ``errors`` of them as failed; ``file``: the
+        stream (default stderr)."""
+        self.failed = errors
+        self.resolved = 0
+        self._running = 0
+        self.bar = tqdm(total=total, initial=already_done, desc=desc, unit="unit", dynamic_ncols=True,
+                        mininterval=mininterval, file=file)
+        self._refresh(force=True)
+
+    @property
+    def done(self) -> int:
+        """Units with their last row (this launch's and those done before)."""
+        return int(self.bar.n)
+
+    def running(self, n: int) -> None:
+        """``n`` units are in flight now (the scheduler says so after each round of
+        submissions); redrawn when ``mininterval`` has passed since the last drawing."""
+        if n != self._running:
+            self._running = n
+            due = time.time() - self.bar.last_print_t >= self.bar.mininterval
+            self._refresh(force=due)
+
+    def finished(self, row: dict) -> None:
+        """The last row of a unit arrived (an error to be retried is not its last). The count
+        in flight is left to ``running``: the scheduler submits the next unit at once, so
+        counting this one off here would show one unit fewer than run whenever it draws."""
+        self.failed += 1 if row.get("outcome") in ERRORS else 0
+        self.resolved += 1 if row.get("outcome") == RESOLVED else 0
+        self._refresh()
+        self.bar.update(1)  # draws when mininterval has passed since the last drawing
+
+    def _refresh(self, force: bool = False) -> None:
+        self.bar.set_postfix(running=self._running, failed=self.failed, resolved=self.resolved, refresh=force)
+
+    def close(self) -> None:
+        """Draw the final counts and release the line."""
+        self._refresh(force=True)
+        self.bar.close()
+
+
 def run_units(
     units: Sequence[RunUnit],
     instances: Mapping[str, Instance],
@@ -376,7 +446,9 @@ def run_units(
 ) -> list[RunUnit]:
     """Run ``units`` with at most ``options.max_concurrency`` in flight; ``on_row`` gets
     each row at once, with the ``node`` and ``node_ip`` that ran it (``node_fields``);
-    ``prepared`` maps a unit's key to its ``raydist.views.Prepared`` (L1/L4 inputs).
+    ``prepared`` maps a unit's key to its ``raydist.views.Prepared`` (L1/L4 inputs);
+    ``progress`` (a ``UnitProgress``) counts the units as they end and
+    is closed when they all did, or on an error or interrupt.
     ``execute(unit, instance, settings, endpoint, prepared) -> row`` is what each Ray task
     runs (``raydist.cluster.unit.execute_unit``). Each task holds ``options.cpus_per_unit``
     CPUs and ``options.sandbox_per_unit`` of ``options.sandbox_resource``; raises
@@ -414,11 +486,15 @@ def run_units(
         return delay
 
     prepared = prepared or {}
-    left = run_bounded(_remote_unit(), units,
-                       lambda unit: (execute, unit, instances[unit.instance_id], settings, endpoint,
-                                     prepared.get(unit.key)),
-                       options.max_concurrency, finished, progress.running if progress else None, stop=stop,
-                       options_of=lambda unit: {**resources, "name": unit_task_name(unit)})
+    try:
+        left = run_bounded(_remote_unit(), units,
+                           lambda unit: (execute, unit, instances[unit.instance_id], settings, endpoint,
+                                         prepared.get(unit.key)),
+                           options.max_concurrency, finished, progress.running if progress else None, stop=stop,
+                           options_of=lambda unit: {**resources, "name": unit_task_name(unit)})
+    finally:
+        if progress:
+            progress.close()
     return [unit for unit in left if unit.key not in attempts]
 
 

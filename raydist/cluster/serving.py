@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import sys
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
 
 from raydist.cluster.scheduler import RayOptions, init_ray
+from raydist.cluster.served import ServedModel
+from raydist.models.admission import Admission, Budget, UsageTotals
 from raydist.models.endpoint import ModelEndpoint
 from raydist.models.pricing import register_local_model
 from raydist.models.process import DEFAULT_HOST, ModelServerError
-from raydist.models.supervisor import SupervisorPolicy
+from raydist.models.supervisor import supervisor_policy
+from raydist.results.budget import Spending
 
 
 @contextmanager
@@ -52,17 +54,16 @@ def serve_model(model: str, model_cfg: dict | None) -> Iterator:
     import ray
 
     replicas = replica_count(model, model_cfg)
-    # The entry's own settings are checked before the cluster is asked anything about it.
-    command, arguments = server_command(model_cfg), server_arguments(model, model_cfg)
-    check_placeable(model, model_cfg)
+    check_placeable(model, model_cfg)  # a launch asked this before serving anything (ModelServers)
     base = f"raydist-model-server-{uuid.uuid4().hex[:12]}"  # unique: several launches may share a cluster
     names = [base] if replicas == 1 else [f"{base}-r{i}" for i in range(replicas)]
     namespace = ray.get_runtime_context().namespace
     group = None if replicas == 1 else _spread_group(model, model_cfg, replicas)
     servers = []
     try:
-        servers = [_server_actor(name, namespace, model_cfg, group, i).remote(command, **arguments)
-                   for i, name in enumerate(names)]
+        actors = [_server_actor(name, namespace, model_cfg, group, i) for i, name in enumerate(names)]
+        command, arguments = server_command(model_cfg), server_arguments(model, model_cfg)
+        servers = [actor.remote(command, **arguments) for actor in actors]
         api_bases = ray.get([server.start.remote() for server in servers])
         register_local_model(model_cfg["litellm_model"])
         yield ModelEndpoint(
@@ -182,13 +183,27 @@ def check_placeable(model: str, model_cfg: dict) -> None:
 
 class ModelServers:
     """The models a launch serves, each started on first use and stopped by ``release`` or
-    when the ``with`` block ends (also on error or interrupt)."""
+    when the ``with`` block ends (also on error or interrupt), and the launch's spending on
+    them: every endpoint handed out reports its calls to one
+    ``raydist.models.admission.Admission`` (the ``budget`` ledger and each model's calls in
+    flight, at most ``max_calls``), opened with the first endpoint, so a launch that calls no
+    model starts no ledger.
 
-    def __init__(self) -> None:
+    Every model of ``models`` that raydist starts (its ``local_models`` entry has a
+    ``command``) is first checked to fit the connected cluster (``check_placeable``: raises
+    ``ModelServerError`` naming the entry), before anything is served."""
+
+    def __init__(self, budget: Budget | None = None, *, max_calls: int = 1,
+                 models: Iterable[ServedModel | None] = ()) -> None:
         from contextlib import ExitStack
 
+        for model in models:
+            if model is not None and model.local is not None and model.local.get("command"):
+                check_placeable(model.name, dict(model.local))
+        self.budget, self.max_calls = budget or Budget(), int(max_calls)
+        self.admission: Admission | None = None
         self._stacks: dict[str, ExitStack] = {}
-        self._endpoints: dict[str, object] = {}
+        self._endpoints: dict[str, ModelEndpoint] = {}
 
     def __enter__(self) -> ModelServers:
         return self
@@ -196,16 +211,43 @@ class ModelServers:
     def __exit__(self, *exc) -> None:
         for name in list(self._stacks):
             self.release(name)
+        if self.admission is not None:
+            self.admission.close()
 
-    def endpoint(self, name: str, model_cfg: Mapping[str, Any] | None):
-        """The ``ModelEndpoint`` of ``name`` (``serve_model``), started once."""
+    def endpoint(self, model: ServedModel, purpose: str) -> ModelEndpoint:
+        """The ``ModelEndpoint`` of ``model`` (``serve_model`` of its ``local_models`` entry;
+        a hosted model's at once), started once, reporting its calls under ``purpose`` (one of
+        ``raydist.models.admission.PURPOSES``). Raises ``ModelServerError`` when the server
+        does not start."""
         from contextlib import ExitStack
 
-        if name not in self._endpoints:
+        if self.admission is None:
+            self.admission = Admission(self.budget, max_calls=self.max_calls)
+        if model.name not in self._endpoints:
             stack = ExitStack()
-            self._endpoints[name] = stack.enter_context(serve_model(name, model_cfg))
-            self._stacks[name] = stack
-        return self._endpoints[name]
+            self._endpoints[model.name] = stack.enter_context(serve_model(model.name, model.local))
+            self._stacks[model.name] = stack
+        attached = self.admission.attach(self._endpoints[model.name], purpose)
+        assert attached is not None
+        return attached
+
+    def spent(self) -> str | None:
+        """Why the budget is used up (``Admission.spent``), or None while some is left."""
+        return None if self.admission is None else self.admission.spent()
+
+    def spending(self, units: Sequence, not_started: Iterable) -> Spending:
+        """The launch's ``Spending``: its ``budget``, what the model calls spent so far (zeros
+        before any) and which of ``units`` (``RunUnit``s, in plan order) are among
+        ``not_started``, kept from starting by the spent budget (``stopped`` only when some are).
+        Read it before the ``with`` block ends (the ledger goes with it)."""
+        keys = {u.key for u in not_started}
+        left = [{"key": u.key, "name": f"{u.instance_id} {u.level} seed {u.seed}"} for u in units if u.key in keys]
+        reason = self.spent() if left else None
+        if left:
+            print(f"budget: {reason}; {len(left)} units not started (the same command with a larger budget runs "
+                  "them)", flush=True)
+        totals = UsageTotals().as_dict() if self.admission is None else self.admission.totals()
+        return Spending({"usd": self.budget.usd, "tokens": self.budget.tokens}, totals, reason, tuple(left))
 
     def serving(self, name: str) -> bool:
         """Whether ``name`` has been started and not released."""
@@ -233,12 +275,7 @@ def server_arguments(model: str, model_cfg: dict) -> dict:
     ``api_base``, so units on other nodes reach the server), start-up timeout (s), health and
     liveness paths, and the supervision policy. Raises ``ModelServerError`` naming the entry when its ``supervisor``
     is not a valid ``SupervisorPolicy``, so a bad key fails here and not inside the actor."""
-    policy = dict(model_cfg.get("supervisor") or {})
-    try:
-        SupervisorPolicy(**policy)
-    except (TypeError, ValueError) as exc:
-        raise ModelServerError(f"local_models.{model}.supervisor={policy}: {exc}; its keys are the fields of "
-                               "raydist.models.supervisor.SupervisorPolicy") from exc
+    policy = supervisor_policy(model, model_cfg)
     model_path = model_cfg.get("model_path")
     return {
         "model_path": None if model_path in (None, "embedded") else model_path,

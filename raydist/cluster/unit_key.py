@@ -1,5 +1,5 @@
 """The unit key: every run unit of a launch, with a stable key. The one module that says what
-a unit's key hashes (``unit_config_hash``, ``with_preparation``) and builds the units
+a unit's key hashes (``unit_config``, the preparation marks of ``plan_units``) and builds the units
 (``plan_units``); ``raydist.driver.plan`` hands it the checked settings.
 
 A run unit is one (instance, model, agent, level, seed). Its key hashes everything that
@@ -14,13 +14,13 @@ stale row is never mistaken for a result of the new configuration.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from functools import cached_property
 
 from raydist._util.hashing import stable_hash
 from raydist._util.settings import keyless_fields
 from raydist.agents.settings import AgentSettings
-from raydist.cluster.prepare import ANY_INSTANCE, PrepTask, task_key
+from raydist.cluster.prepare import ANY_INSTANCE, PrepTask, preparation_keys
 from raydist.views import ViewOptions, levels_needing
 from raydist.views.base import TIMING_OPTIONS
 
@@ -53,19 +53,25 @@ class RunUnit:
 KEYLESS_AGENT_SETTINGS = keyless_fields(AgentSettings)
 
 
-def unit_config_hash(agent: str, agent_settings: Mapping, view_options: Mapping,
-                     environment: Mapping | None = None) -> str:
-    """Hash of everything besides the instance, model, level and seed that can change a
-    unit's result: the agent's settings (limits, decoding, prompt folder; not
-    ``KEYLESS_AGENT_SETTINGS``), the view options (not the view-model timing options,
+def unit_config(agent: str, agent_settings: Mapping, view_options: Mapping,
+                environment: Mapping | None = None) -> dict:
+    """Everything besides the instance, model, level and seed that can change a unit's result,
+    as the plain data its key hashes: the agent's settings (limits, decoding, prompt folder;
+    not ``KEYLESS_AGENT_SETTINGS``), the view options (not the view-model timing options,
     ``raydist.views.base.TIMING_OPTIONS``) and ``environment``: what the launch adds, e.g.
     ``{"sandbox": {"limits", "network", "base_image"}, "grading_timeout_s", "prompts"`` (the
     prompt files' digest) ``, "model_server"`` (command and weights' sha256)``}``
-    (``raydist.driver.plan``). Concurrency, output and cache paths are no part of it: they change
-    where and how fast, never what."""
+    (``raydist.driver.plan``). Concurrency, output and cache paths are no part of it: they
+    change where and how fast, never what."""
     view = {name: value for name, value in view_options.items() if name not in TIMING_OPTIONS}
     settings = {name: value for name, value in agent_settings.items() if name not in KEYLESS_AGENT_SETTINGS}
-    return stable_hash({"agent": agent, "settings": settings, "view": view, "environment": dict(environment or {})})
+    return {"agent": agent, "settings": settings, "view": view, "environment": dict(environment or {})}
+
+
+def unit_config_hash(agent: str, agent_settings: Mapping, view_options: Mapping,
+                     environment: Mapping | None = None) -> str:
+    """The hash of ``unit_config``: a unit's ``config_hash`` for a level without preparation."""
+    return stable_hash(unit_config(agent, agent_settings, view_options, environment))
 
 
 def build_plan(
@@ -97,33 +103,44 @@ def build_plan(
     ]
 
 
-def with_preparation(units: Iterable[RunUnit], options: ViewOptions, model_identity: str) -> list[RunUnit]:
-    """``units`` whose level needs preparation (L1, L4: ``raydist.views.levels_needing``) get a
-    ``config_hash`` that also covers what decides the prepared record (version, prompt files,
-    attempts, view model: ``raydist.cluster.prepare.task_key`` of any instance), so a changed L1
-    prompt or a new preparation version runs those units again instead of reusing rows built on
-    the old statements or rewrites. Other units are unchanged. ``options`` is the launch's
-    ``raydist.views.ViewOptions``."""
-    marks: dict[str, list[str]] = {}  # per level: the prompt files are read once, not once per unit
-    out = []
-    for unit in units:
-        if unit.level not in marks:
-            marks[unit.level] = [task_key(PrepTask("*", 0, kind), ANY_INSTANCE, options, model_identity)
-                                 for kind in sorted(levels_needing(unit.level))]
-        if marks[unit.level]:
-            unit = replace(unit, config_hash=stable_hash([unit.config_hash, *marks[unit.level]]))
-        out.append(unit)
-    return out
+@dataclass(frozen=True)
+class UnitPlan:
+    """The units of one agent (``units``, in plan order) and every view preparation they need
+    (L1 statements, L4 rewrites; ``preparations``, in first-use order) with its cache key
+    (``raydist.cluster.prepare.task_key``)."""
+
+    units: tuple[RunUnit, ...]
+    preparations: Mapping[PrepTask, str]
 
 
 def plan_units(instances: Sequence, *, model: str, agent: str, levels: Sequence[str], seeds: Sequence[int],
                agent_settings: Mapping, view_options: Mapping, environment: Mapping,
-               view_model_identity: str) -> tuple[RunUnit, ...]:
-    """Every unit of ``agent`` over ``instances`` x ``levels`` x ``seeds`` (``build_plan``), keyed
-    by ``unit_config_hash(agent, agent_settings, view_options, environment)`` and, for levels
-    that need preparation, the preparation's fingerprint (``with_preparation``, with the view
-    model's identity). ``agent_settings`` and ``view_options`` are the composed config's dicts:
-    the key hashes them as written."""
-    units = build_plan(instances, model=model, agent=agent, levels=levels, seeds=seeds,
-                       config_hash=unit_config_hash(agent, agent_settings, view_options, environment))
-    return tuple(with_preparation(units, ViewOptions(**view_options), view_model_identity))
+               view_model_identity: str) -> UnitPlan:
+    """Every unit of ``agent`` over ``instances`` x ``levels`` x ``seeds``, in a stable order
+    (instance, level, seed; ``build_plan``), keyed by ``unit_config(agent, agent_settings,
+    view_options, environment)`` and, for a level that needs preparation (L1, L4:
+    ``raydist.views.levels_needing``), what decides the prepared record (version, prompt
+    files, attempts, view model: ``raydist.cluster.prepare.task_key`` of any instance, with
+    ``view_model_identity``), so a changed L1 prompt or a new preparation version runs those
+    units again instead of reusing rows built on the old statements or rewrites; and every
+    preparation the units need, keyed (``raydist.cluster.prepare.preparation_keys``).
+    ``agent_settings`` and ``view_options`` are the composed config's dicts: the key hashes
+    them as written. Raises ``FileNotFoundError`` naming a missing view prompt file."""
+    config = unit_config(agent, agent_settings, view_options, environment)
+    needs = {level: sorted(levels_needing(level)) for level in levels}
+    tasks = dict.fromkeys(PrepTask(inst.instance_id, int(seed), kind)
+                          for inst in instances for level in levels for seed in seeds for kind in needs[level])
+    # A unit's mark of a kind is the key of that kind's preparation of any instance and seed
+    # (instance id "": no loaded instance has it, so it names no real preparation).
+    any_instance = {kind: PrepTask("", 0, kind) for kinds in needs.values() for kind in kinds}
+    keys = preparation_keys([*tasks, *any_instance.values()],
+                            {"": ANY_INSTANCE, **{i.instance_id: i for i in instances}},
+                            ViewOptions(**view_options), view_model_identity)
+    marks = {level: [keys[any_instance[kind]] for kind in kinds] for level, kinds in needs.items()}
+    base = stable_hash(config)
+    config_hash = {level: stable_hash([base, *mark]) if mark else base for level, mark in marks.items()}
+    model_field = "-" if agent in SCRIPTED_AGENTS else model
+    units = tuple(RunUnit(instance_id=inst.instance_id, instance_hash=inst.content_hash(), model=model_field,
+                          agent=agent, level=level, seed=int(seed), config_hash=config_hash[level])
+                  for inst in instances for level in levels for seed in seeds)
+    return UnitPlan(units, {task: keys[task] for task in tasks})

@@ -72,18 +72,3 @@ def _reason(oracle: Mapping | None, null: Mapping | None) -> str | None:
 
 def _first_line(row: Mapping) -> str:
     return (row.get("error") or "").strip().splitlines()[0][:300] if row.get("error") else ""
-
-
-def gate_markdown(result: GateResult | None, *, gated: bool) -> str:
-    """Markdown section on the validity gate: ``""`` when the launch is not gated (scripted
-    agents: their run is the check), a note when the gate had nothing to check in this launch,
-    else the views checked and every excluded view with its reason."""
-    if not gated:
-        return ""
-    if result is None:
-        return "\n## Validity gate\n\nNot run in this launch (nothing left to run).\n"
-    lines = ["", "## Validity gate", "",
-             f"{result.checked} views checked (oracle must resolve, null must not); "
-             f"{len(result.excluded)} excluded and not run:"]
-    lines += [f"- {e.instance_id} {e.level} seed {e.seed}: {e.reason}" for e in result.excluded]
-    return "\n".join(lines) + "\n"

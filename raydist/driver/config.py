@@ -39,6 +39,7 @@ from raydist.models.admission import Budget
 from raydist.outcomes import RetryPolicy
 from raydist.qa.judge import JudgeSettings
 from raydist.sandbox.settings import SandboxSettings
+from raydist.views import level_specs
 from raydist.views.base import ViewOptions
 
 
@@ -142,13 +143,41 @@ def check_agents(agents: dict) -> None:
 
 
 def check_config(cfg: DictConfig) -> LaunchConfig:
-    """``cfg`` (the composed config) as a ``LaunchConfig`` object with every node's checks run
-    and every agent entry checked. Raises ``ConfigError`` naming the first bad key."""
+    """``cfg`` (the composed config) as a ``LaunchConfig`` object with every node's checks run,
+    every agent entry checked, ``agent`` one of them (``None`` is ``null``), ``levels`` the
+    list of level specs (``implemented`` expanded: ``raydist.views.level_specs``) and ``seeds``
+    a list, neither naming a value twice. Raises ``ConfigError`` naming the first bad key."""
+    try:
+        return _check_launch(cfg)
+    except ConfigError:
+        raise
+    except OmegaConfBaseException as exc:
+        raise ConfigError(describe_config_error(exc)) from exc
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"invalid setting: {exc}") from exc
+
+
+def _check_launch(cfg: DictConfig) -> LaunchConfig:
     check_known_keys(cfg)
     launch = _checked(cfg)
     check_agents(launch.agents)
-    check_seeds(launch.seeds)
+    launch.agent = "null" if launch.agent is None else str(launch.agent)
+    if launch.agent not in launch.agents:
+        raise ConfigError(f"agent={launch.agent!r} is not defined; choose one of {', '.join(launch.agents)}")
+    try:
+        levels = level_specs(launch.levels if isinstance(launch.levels, str) else list(launch.levels))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    launch.levels = _once("levels", levels)
+    launch.seeds = _once("seeds", check_seeds(launch.seeds))
     return launch
+
+
+def _once(name: str, values: list) -> list:
+    repeated = sorted({str(v) for v in values if values.count(v) > 1})
+    if repeated:
+        raise ConfigError(f"{name} lists {', '.join(repeated)} more than once; each unit must run once")
+    return values
 
 
 #: The groups the launchers share and check with this schema (``check_group``).
@@ -206,13 +235,14 @@ def check_known_keys(cfg: DictConfig, schema: type = LaunchConfig, path: str = "
             check_known_keys(cfg[key], child, f"{where}.")
 
 
-def check_seeds(seeds: Any) -> None:
-    """``seeds`` is one whole number >= 0 or a list of them. Raises ``ConfigError`` naming
-    ``seeds`` and the value."""
+def check_seeds(seeds: Any) -> list[int]:
+    """``seeds`` (one whole number >= 0 or a list of them) as a list. Raises ``ConfigError``
+    naming ``seeds`` and the value."""
     values = list(seeds) if isinstance(seeds, (list, tuple)) else [seeds]
     bad = [v for v in values if isinstance(v, bool) or not isinstance(v, int) or v < 0]
     if not values or bad:
         raise ConfigError(f"seeds={seeds!r}: give a whole number >= 0 or a list of them, e.g. seeds=[0,1,2]")
+    return [int(v) for v in values]
 
 
 def describe_config_error(exc: BaseException) -> str:

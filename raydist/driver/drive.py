@@ -24,8 +24,9 @@ from raydist.results.budget import BUDGET_FILE
 
 
 def run_job(job: Job, *, execute: Callable[..., dict] | None = None) -> int:
-    """Run the units of ``job`` that are not finished yet, then write ``runs.parquet``,
-    ``steps.parquet``, ``preds/`` and ``summary.md`` in ``job.run_dir``, print the
+    """Run the units of ``job`` that are not finished yet, then write ``gate.json`` (the
+    validity gate's verdict, when it ran), ``runs.parquet``, ``steps.parquet``, ``preds/`` and
+    ``summary.md`` in ``job.run_dir``, print the
     summary and return the exit status (``raydist.driver.report.exit_status``: 0, 1, 3 or 130),
     and ``budget.json`` (``raydist.results.budget.Spending``): what the model calls spent and
     the units ``job.budget`` kept from starting.
@@ -51,30 +52,28 @@ def run_job(job: Job, *, execute: Callable[..., dict] | None = None) -> int:
         with run_dir_lock(job.run_dir), mirrored(job.mirror, job.run_dir):
             gate_dir = job.gate.store_dir if job.gate is not None else None
             with mirrored(job.gate.mirror if job.gate is not None else None, gate_dir or job.run_dir):
-                return _run_locked(job, execute)
+                store = ResultStore(job.run_dir, mirror=job.mirror)
+                gate_store = ResultStore(job.gate.store_dir, mirror=job.gate.mirror) if job.gate is not None else None
+                try:
+                    done = execute_job(job, store, gate_store, execute=execute)
+                except ClusterRefused as exc:
+                    raise JobError(str(exc)) from exc
+                table = compile_tables(job, store, done.ran)
+                status = exit_status(table, interrupted=done.interrupted, spending=done.spending)
+                text = report(job, table, done.verdict, interrupted=done.interrupted, spending=done.spending)
+                if done.verdict is not None:  # the validity gate's verdict on this launch's views
+                    atomic_write_text(job.run_dir / "gate.json", done.verdict.to_json())
+                if done.spending is not None:
+                    done.spending.write(job.run_dir)
+                elif (job.run_dir / BUDGET_FILE).exists():
+                    (job.run_dir / BUDGET_FILE).unlink()  # nothing ran: an earlier launch's record no longer applies
+                atomic_write_text(job.run_dir / "summary.md", text)
+                print(text, flush=True)
+                return status
     except RunDirBusy as exc:
         raise JobError(str(exc)) from exc
     except OSError as exc:  # the storage could not be read or written
         raise _disk_failure(exc) from exc
-
-
-def _run_locked(job: Job, execute: Callable[..., dict] | None) -> int:
-    store = ResultStore(job.run_dir, mirror=job.mirror)
-    gate_store = ResultStore(job.gate.store_dir, mirror=job.gate.mirror) if job.gate is not None else None
-    try:
-        done = execute_job(job, store, gate_store, execute=execute)
-    except ClusterRefused as exc:
-        raise JobError(str(exc)) from exc
-    table = compile_tables(job, store, done.ran)
-    status = exit_status(table, interrupted=done.interrupted, spending=done.spending)
-    if done.spending is not None:
-        done.spending.write(job.run_dir)
-    elif (job.run_dir / BUDGET_FILE).exists():
-        (job.run_dir / BUDGET_FILE).unlink()  # nothing ran: an earlier launch's record no longer applies
-    text = report(job, table, done.verdict, interrupted=done.interrupted, spending=done.spending)
-    atomic_write_text(job.run_dir / "summary.md", text)
-    print(text, flush=True)
-    return status
 
 
 def _disk_failure(exc: OSError) -> InfrastructureError:

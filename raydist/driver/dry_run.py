@@ -20,10 +20,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from raydist.cluster.job import Job
-from raydist.cluster.prepare import preparation_tasks
 from raydist.models.pricing import UnknownPrice, price_per_token
 from raydist.outcomes import FINISHED
 from raydist.results import ResultStore
+from raydist.views import levels_needing
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,7 @@ def estimate(job: Job, todo: int, measured: list[float]) -> Estimate:
 def plan_text(job: Job) -> str:
     """The dry run's report of ``job``."""
     done = set() if job.keys_unknown else finished_keys(job)
+    measured = measured_unit_seconds(job)
     todo = [u for u in job.units if u.key not in done]
     instances = sorted({u.instance_id for u in job.units})
     views = Counter((u.level, u.seed) for u in job.units)
@@ -116,11 +117,12 @@ def plan_text(job: Job) -> str:
                if (recipe := job.instances[u.instance_id].recipe) is not None}
     lines.append(f"images: {len(recipes)} instance images on base image "
                  f"{job.settings.sandbox.base_image or 'the default (raydist/sandbox/base_image.sh)'}")
-    tasks = Counter(t.kind for t in preparation_tasks((*todo, *gate_units)))
+    wanted = {(u.instance_id, u.seed, kind) for u in (*todo, *gate_units) for kind in levels_needing(u.level)}
+    tasks = Counter(t.kind for t in job.preparations if (t.instance_id, t.seed, t.kind) in wanted)
     if tasks:
         lines.append("view preparations: " + ", ".join(f"{kind}: {n}" for kind, n in sorted(tasks.items()))
                      + f" (view model {job.view_model.name}; cached ones cost nothing)")
-    result = estimate(job, len(todo), measured_unit_seconds(job))
+    result = estimate(job, len(todo), measured)
     time_text = "unknown" if result.seconds is None else f"{result.seconds / 60:.1f} min"
     cost_text = "unknown" if result.cost is None else f"${result.cost:.4f}"
     lines += [f"estimated time: {time_text}; estimated cost: {cost_text}", f"  ({result.basis})"]

@@ -7,7 +7,7 @@ import pyarrow as pa
 
 from raydist.cluster.execute import Ran
 from raydist.cluster.job import Job
-from raydist.cluster.validity import GateResult, gate_markdown
+from raydist.cluster.validity import GateResult
 from raydist.outcomes import ERRORS
 from raydist.results import action_mix, action_mix_markdown, error_counts, summarise, to_markdown
 from raydist.results.budget import EXIT_BUDGET_SPENT, Spending
@@ -56,3 +56,18 @@ def exit_status(table: pa.Table, *, interrupted: bool, spending: Spending | None
     if any(outcome in ERRORS for outcome in table.column("outcome").to_pylist()):
         return 1
     return EXIT_BUDGET_SPENT if spending is not None and spending.stopped else 0
+
+
+def gate_markdown(result: GateResult | None, *, gated: bool) -> str:
+    """Markdown section on the validity gate: ``""`` when the launch is not gated (scripted
+    agents: their run is the check), a note when the gate had nothing to check in this launch,
+    else the views checked and every excluded view with its reason."""
+    if not gated:
+        return ""
+    if result is None:
+        return "\n## Validity gate\n\nNot run in this launch (nothing left to run).\n"
+    lines = ["", "## Validity gate", "",
+             f"{result.checked} views checked (oracle must resolve, null must not); "
+             f"{len(result.excluded)} excluded and not run:"]
+    lines += [f"- {e.instance_id} {e.level} seed {e.seed}: {e.reason}" for e in result.excluded]
+    return "\n".join(lines) + "\n"

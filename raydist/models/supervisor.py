@@ -66,6 +66,19 @@ class SupervisorPolicy:
                              f"{self.backoff_s!r} and {self.max_restarts!r}")
 
 
+def supervisor_policy(model: str, entry: dict) -> dict:
+    """The ``supervisor`` mapping of the ``local_models`` entry ``model`` (empty when absent),
+    checked against ``SupervisorPolicy``'s fields and bounds. Raises ``ModelServerError``
+    naming the entry, so a bad key fails before anything starts and not inside a server actor."""
+    policy = dict(entry.get("supervisor") or {})
+    try:
+        SupervisorPolicy(**policy)
+    except (TypeError, ValueError) as exc:
+        raise ModelServerError(f"local_models.{model}.supervisor={policy}: {exc}; its keys are the fields of "
+                               "raydist.models.supervisor.SupervisorPolicy") from exc
+    return policy
+
+
 class Supervisor:
     """Starts `process`, watches it on a thread and restarts it under `policy`.
 

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from raydist._util.hashing import stable_hash
 from raydist._util.protocols import Complete
 from raydist._util.settings import keyless
 from raydist.outcomes import InfrastructureError
@@ -146,6 +147,15 @@ class JudgeSettings:
     """Seconds one judge request may take (part of no key)."""
     prompts_dir: str = "conf/prompts"
     """Folder holding ``qa_judge.j2`` (a relative path is taken from the raydist package)."""
+
+    def key(self, model_identity: str) -> dict:
+        """What a question unit's key hashes of its judge: ``model_identity`` (the served
+        model's, ``raydist.cluster.served.model_identity``, or the hosted name), the sha256 of
+        ``qa_judge.j2``'s text and the scoring settings. Raises ``FileNotFoundError`` naming a
+        ``prompts_dir`` without ``qa_judge.j2``."""
+        return {"model": model_identity, "prompt": stable_hash(load_judge_prompt(self.prompts_dir)),
+                "attempts": int(self.attempts), "max_tokens": int(self.max_tokens),
+                "temperature": float(self.temperature)}
 
     def __post_init__(self) -> None:
         if int(self.attempts) < 1:

@@ -1,14 +1,14 @@
-"""The one writer of result rows: every way a unit ends (a result, an image that could not be
-built, a view preparation that failed, a Ray task that died) reaches the run directory through
-``RowSink.write``, once per attempt, and nowhere else.
+"""Why a unit has no result, and the row it gets instead: an image that could not be built, a
+view preparation that failed, a Ray task that died (``Failure``, ``error_row``). The executor's
+one writer of rows (``raydist.cluster.execute.RowSink``) writes them like any other.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from raydist.outcomes import ERRORS, INFRASTRUCTURE_ERROR, OUTCOMES
+from raydist.outcomes import ERRORS, INFRASTRUCTURE_ERROR
 
 
 @dataclass(frozen=True)
@@ -46,30 +46,3 @@ def error_row(unit, failure: Failure, *, attempts: int = 1) -> dict:
 def task_failure(error: str) -> Failure:
     """A Ray task that died (worker killed, node lost): an infrastructure error."""
     return Failure(INFRASTRUCTURE_ERROR, "ray_task_failed", error)
-
-
-class RowSink:
-    """Writes the rows of one store (``ResultStore`` or anything with ``write_row``) and tells
-    ``on_written`` (e.g. a progress bar's ``finished``) about each; counts rows by outcome.
-
-    ``write`` refuses a row whose ``outcome`` is not of the taxonomy (``ValueError``) and, through
-    ``raydist.results.schema.normalise_row``, a row with a key the schema lacks (``KeyError``)."""
-
-    def __init__(self, store, on_written: Callable[[dict], None] | None = None) -> None:
-        self.store = store
-        self.on_written = on_written
-        self.counts: dict[str, int] = {}
-
-    def write(self, row: Mapping) -> None:
-        """Write ``row`` durably (``ResultStore.write_row``; raises what it raises)."""
-        if row.get("outcome") not in OUTCOMES:
-            raise ValueError(f"result row {row.get('key')!r} has outcome {row.get('outcome')!r}; "
-                             f"one of {', '.join(OUTCOMES)}")
-        self.store.write_row(row)
-        self.counts[row["outcome"]] = self.counts.get(row["outcome"], 0) + 1
-        if self.on_written is not None:
-            self.on_written(dict(row))
-
-    def fail(self, unit, failure: Failure) -> None:
-        """Write the error row of ``unit`` ended by ``failure``."""
-        self.write(error_row(unit, failure))
