@@ -160,6 +160,36 @@ def test_a_system_without_l0_has_no_delta():
     assert (l2["delta_pp"], l2["mean_steps_change"], l2["pass_at_1_std"]) == (None, None, None)
 
 
+def test_table_one_and_the_significance_table_give_one_delta_even_where_the_means_disagree_in_sign():
+    # L0 = R,R,U,U; L2 seed 0 = R,U,U,U; L2 seed 1 = R on i1 and an infrastructure error on i2..i4.
+    # Unpaired: L0 0.5, L2 (1/4 + 1/1) / 2 = 0.625 -> +12.5 points. Paired shares at L2: i1 1, i2..i4 0
+    # against 1, 1, 0, 0 -> differences 0, -1, 0, 0 -> -25 points, as the paired test says.
+    rows = [unit(i, "L0", outcome=o) for i, o in zip(("i1", "i2", "i3", "i4"), (R, R, U, U), strict=True)]
+    rows += [unit(i, "L2", 0, o) for i, o in zip(("i1", "i2", "i3", "i4"), (R, U, U, U), strict=True)]
+    rows += [unit("i1", "L2", 1)] + [unit(i, "L2", 1, "infrastructure_error") for i in ("i2", "i3", "i4")]
+    l2 = one_row(rp.level_table(table(rows)), level="L2")
+    assert l2["pass_at_1"] == 0.625 and (l2["paired"], l2["delta_pp"]) == (4, -25.0)
+    assert one_row(sg.paired_significance(table(rows)), level="L2")["delta_pp"] == l2["delta_pp"]
+
+
+def test_a_level_run_on_half_the_instances_gets_the_paired_delta():
+    # L0 on i1..i4 = R,R,U,U (0.5); L2 on i1 = U, i3 = R, i4 = R only (2/3). Unpaired: 2/3 - 1/2 =
+    # +16.7 points; paired differences i1 -1, i3 +1, i4 +1 -> +1/3 -> +33.3 points.
+    rows = [unit(i, "L0", outcome=o) for i, o in zip(("i1", "i2", "i3", "i4"), (R, R, U, U), strict=True)]
+    rows += [unit("i1", "L2", outcome=U), unit("i3", "L2"), unit("i4", "L2")]
+    l2 = one_row(rp.level_table(table(rows)), level="L2")
+    assert l2["pass_at_1"] == pytest.approx(2 / 3) and l2["paired"] == 3
+    assert l2["delta_pp"] == pytest.approx(100 / 3, rel=1e-12)
+    assert one_row(sg.paired_significance(table(rows)), level="L2")["delta_pp"] == pytest.approx(l2["delta_pp"])
+
+
+def test_pass_at_1_with_errors_counted_unresolved_is_given_beside_the_finished_one():
+    rows = [unit("i1", "L2"), unit("i2", "L2", outcome=U), unit("i3", "L2", outcome="infrastructure_error"),
+            unit("i4", "L2", outcome="input_error"), unit("i5", "L2", outcome="bug")]
+    l2 = one_row(rp.level_table(table(rows)), level="L2")
+    assert (l2["pass_at_1"], l2["pass_at_1_all"]) == (0.5, 0.2)  # 1 of 2 finished; 1 of 5 units
+
+
 # --- paired significance ---------------------------------------------------------------------
 
 
@@ -258,10 +288,52 @@ def test_bootstrap_interval_contains_the_delta_and_is_the_seeded_resample_of_ins
                                                                   rel=1e-12)
 
 
-def test_bootstrap_interval_is_exact_when_every_instance_moves_the_same():
-    result = one_row(sg.paired_significance(table(_mcnemar_rows(5, 0, concordant=0))), level="L2")
-    assert (result["delta_pp"], result["ci_low"], result["ci_high"]) == (-100.0, -100.0, -100.0)
-    assert result["p_value"] == pytest.approx(2 / 32, rel=1e-12)  # b=5, c=0
+def test_the_mcnemar_interval_is_exact_and_agrees_with_the_test_where_a_bootstrap_did_not():
+    # b = 5, c = 0 on 10 instances: exact p = 2 / 32 = 0.0625, but the bootstrap interval of the
+    # differences (five -1, five 0) is about [-80, -20] and excludes 0. The conditional interval:
+    # Clopper-Pearson for 0 of 5 is [0, 1 - 0.025^(1/5)] = [0, 0.521824]; times (b + c) / n = 1/2
+    # through 2t - 1: [-0.5, 0.021824], so Δ's interval holds 0, as the test says.
+    result = one_row(sg.paired_significance(table(_mcnemar_rows(5, 0, concordant=5))), level="L2")
+    assert result["p_value"] == pytest.approx(2 / 32, rel=1e-12)
+    assert result["delta_pp"] == -50.0
+    high = 100 * 0.5 * (2 * (1 - 0.025 ** (1 / 5)) - 1)
+    assert (result["ci_low"], result["ci_high"]) == pytest.approx((-50.0, high), rel=1e-9)
+    assert high == pytest.approx(2.1824, abs=1e-4) and result["interval_agrees"] is True
+    d = np.array([-1.0] * 5 + [0.0] * 5)
+    low_boot, high_boot = sg.bootstrap_interval(d)
+    assert high_boot < 0  # what the report printed before: an interval that excluded 0
+
+
+def test_mcnemar_interval_by_hand_and_refusals():
+    assert sg.mcnemar_interval(0, 0, 4) == (0.0, 0.0)
+    low, high = sg.mcnemar_interval(5, 0, 5)  # every instance fell: [-1, 2 * 0.521824 - 1]
+    assert (low, high) == pytest.approx((-1.0, 2 * (1 - 0.025 ** 0.2) - 1), rel=1e-9)
+    with pytest.raises(ValueError, match="b \\+ c <= n"):
+        sg.mcnemar_interval(3, 3, 5)
+
+
+def test_a_sign_flip_row_says_whether_its_bootstrap_interval_agrees_with_its_test():
+    result = one_row(sg.paired_significance(table(_fractional_rows())), level="L2")
+    assert result["interval"].startswith("percentile bootstrap")
+    excludes_zero = result["ci_low"] > 0 or result["ci_high"] < 0
+    assert result["interval_agrees"] is (excludes_zero == (result["p_value"] < 0.05))
+
+
+def test_holm_adjusts_a_fixed_set_of_p_values_by_hand():
+    # sorted 0.005, 0.01, 0.03, 0.04 of m = 4: 4 * 0.005 = 0.02, 3 * 0.01 = 0.03, 2 * 0.03 = 0.06,
+    # 1 * 0.04 = 0.04 -> running max 0.06; back in the given order:
+    assert sg.holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02], rel=1e-12)
+    assert sg.holm([0.5, 0.9]) == [1.0, 1.0] and sg.holm([]) == []
+    with pytest.raises(ValueError, match="p-values must lie in"):
+        sg.holm([1.5])
+
+
+def test_the_significance_table_holds_holm_beside_each_raw_p_value():
+    rows = _mcnemar_rows(6, 1) + [dict(r, level="L3", key=r["key"] + "/L3") for r in _mcnemar_rows(6, 1)
+                                  if r["level"] == "L2"]
+    result = sg.paired_significance(table(rows))
+    assert [(r["level"], r["p_value"]) for r in result] == [("L2", pytest.approx(0.125)), ("L3", pytest.approx(0.125))]
+    assert [r["p_holm"] for r in result] == pytest.approx([0.25, 0.25], rel=1e-12)  # 2 * 0.125, then the max
 
 
 # --- verdict stability and power -------------------------------------------------------------
@@ -288,12 +360,34 @@ def test_flips_count_instances_whose_unanimous_verdict_changes():
     assert l2["discordance"] == pytest.approx(0.6, rel=1e-12)
 
 
-def test_mcnemar_sample_size_is_connors_formula_by_hand():
+def test_connor_sample_size_is_connors_formula_by_hand():
     # z_0.975 = 1.959964, z_0.8 = 0.841621; (1.959964 * sqrt(0.2) + 0.841621 * sqrt(0.2 - 0.06^2))^2 / 0.06^2
     # = (0.876523 + 0.372981)^2 / 0.0036 = 1.561260 / 0.0036 = 433.68 -> 434
-    assert sg.mcnemar_sample_size(0.06, 0.2) == 434
+    assert sg.connor_sample_size(0.06, 0.2) == 434
     # psi 0.5, drop 0.1: (1.959964 * 0.707107 + 0.841621 * 0.700000)^2 / 0.01 = (1.385904 + 0.589135)^2 / 0.01 = 390.08
-    assert sg.mcnemar_sample_size(0.1, 0.5) == 391
+    assert sg.connor_sample_size(0.1, 0.5) == 391
+
+
+def _power_by_enumeration(n: int, drop: float, psi: float, alpha: float = 0.05) -> float:
+    """Every (discordant pairs m, pairs resolved only at L0 b) weighted by its probability,
+    counted when scipy's two-sided binomial test of b of m rejects at alpha."""
+    from scipy import stats
+
+    q = (psi + drop) / (2 * psi)
+    return sum(stats.binom.pmf(m, n, psi) * stats.binom.pmf(b, m, q)
+               for m in range(1, n + 1) for b in range(m + 1) if stats.binomtest(b, m, 0.5).pvalue <= alpha)
+
+
+def test_exact_mcnemar_power_equals_the_enumeration_of_every_outcome():
+    for n, drop, psi in ((30, 0.3, 0.5), (41, 0.2, 0.4)):
+        assert sg.mcnemar_exact_power(n, drop, psi) == pytest.approx(_power_by_enumeration(n, drop, psi), rel=1e-9)
+
+
+def test_the_exact_test_needs_more_instances_than_connors_approximation():
+    # At Connor's 434 the exact test has power 0.775 only; 460 is the least n with 0.8.
+    assert sg.mcnemar_exact_power(434, 0.06, 0.2) == pytest.approx(0.77497, abs=1e-5)
+    assert sg.mcnemar_exact_power(459, 0.06, 0.2) < 0.8 <= sg.mcnemar_exact_power(460, 0.06, 0.2)
+    assert sg.mcnemar_sample_size(0.06, 0.2) == 460
 
 
 def test_sample_size_refuses_a_drop_larger_than_the_discordance():
@@ -304,8 +398,18 @@ def test_sample_size_refuses_a_drop_larger_than_the_discordance():
 def test_power_note_uses_the_measured_discordance():
     l2 = one_row(sg.verdict_stability(table(_mcnemar_rows(6, 1)), drop=0.06), level="L2")
     assert l2["discordance"] == pytest.approx(0.7, rel=1e-12)  # 7 discordant of 10
-    assert l2["instances_needed"] == sg.mcnemar_sample_size(0.06, 0.7) == 1524
-    assert l2["power_note"].startswith("1524 paired instances detect a drop of 6 points")
+    needed = sg.mcnemar_sample_size(0.06, 0.7)
+    assert l2["instances_needed"] == needed and needed > sg.connor_sample_size(0.06, 0.7) == 1524
+    assert sg.mcnemar_exact_power(needed - 1, 0.06, 0.7) < 0.8 <= sg.mcnemar_exact_power(needed, 0.06, 0.7)
+    assert l2["power_note"].startswith(f"{needed} paired instances detect a drop of 6 points")
+    assert "Connor's normal approximation says 1524" in l2["power_note"]
+
+
+def test_discordance_is_undefined_when_nothing_is_paired():
+    rows = [unit("i1", "L0"), unit("i2", "L2", outcome=U)]
+    l2 = one_row(sg.verdict_stability(table(rows)), level="L2")
+    assert (l2["paired"], l2["discordance"], l2["instances_needed"]) == (0, None, None)
+    assert "undefined" in l2["power_note"]
 
 
 # --- Figure 3 --------------------------------------------------------------------------------
@@ -334,6 +438,25 @@ def test_shares_are_none_when_the_level_adds_no_actions():
     (row,) = rp.added_action_shares(table(rows))
     assert row["added_total"] == -1
     assert [row[f"share_{c}"] for c in FIGURE] == [None] * 6
+
+
+def test_figure_3_is_exact_so_actions_that_net_out_leave_the_shares_undefined():
+    # One instance, read = 2 at L0; at L2 three seeds: read 2, read 2, search 1 + read 1. Means: read
+    # 5/3, search 1/3 -> added read -1/3, search +1/3, net exactly 0 (floats gave 5.6e-17 and shares of
+    # about 6e15): the level added no actions, so no category has a share.
+    rows = [unit("a", "L0", actions=(0, 0, 2, 0, 0, 0)), unit("a", "L2", 0, actions=(0, 0, 2, 0, 0, 0)),
+            unit("a", "L2", 1, actions=(0, 0, 2, 0, 0, 0)), unit("a", "L2", 2, actions=(0, 1, 1, 0, 0, 0))]
+    (row,) = rp.added_action_shares(table(rows))
+    assert (row["added_total"], row["added_read"], row["added_search"]) == (0.0, -1 / 3, 1 / 3)
+    assert [row[f"share_{c}"] for c in FIGURE] == [None] * 6
+
+
+def test_a_category_that_fell_has_share_zero_and_every_share_lies_in_0_to_1():
+    # added: navigate +3, search -2, read +1 -> net +2 > 0; gross added 4: shares 3/4, 0, 1/4.
+    rows = [unit("a", "L0", actions=(1, 3, 1, 0, 0, 0)), unit("a", "L2", actions=(4, 1, 2, 0, 0, 0))]
+    (row,) = rp.added_action_shares(table(rows))
+    assert (row["added_total"], row["added_search"]) == (2.0, -2.0)
+    assert [row[f"share_{c}"] for c in FIGURE] == [0.75, 0.0, 0.25, 0.0, 0.0, 0.0]
 
 
 # --- case study ------------------------------------------------------------------------------

@@ -4,8 +4,9 @@ result rows and summarised together; a problems run prints its own summary.md.""
 from raydist.results import ResultStore
 from raydist.results.report import find_run_dirs, report_main
 
-HEADER = ("| model | agent | level | finished | resolved | resolved rate | mean steps | mean input tokens "
-          "| mean output tokens | cost (USD) | input errors | infrastructure errors | bugs |")
+HEADER = ("| model | agent | level | finished | resolved | resolved rate | resolved rate, errors unresolved "
+          "| mean steps | mean input tokens | mean output tokens | cost (USD) | input errors | infrastructure errors "
+          "| bugs |")
 
 
 def _row(key: str, level: str, outcome: str, steps: int) -> dict:
@@ -30,8 +31,8 @@ def test_report_of_one_run_dir_has_the_exact_table(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.startswith(f"# {run}\n\n3 of 3 units ran: 2 finished (resolved or unresolved), 1 ended in an error.")
     assert HEADER in out
-    assert "| - | oracle | L0 | 2 | 1 | 50.0% | 3.0 | 0 | 0 | 0.0000 | 0 | 0 | 0 |" in out
-    assert "| - | oracle | L3 | 0 | 0 | 0.0% | 0.0 | 0 | 0 | 0.0000 | 0 | 1 | 0 |" in out
+    assert "| - | oracle | L0 | 2 | 1 | 50.0% | 50.0% | 3.0 | 0 | 0 | 0.0000 | 0 | 0 | 0 |" in out
+    assert "| - | oracle | L3 | 0 | 0 | 0.0% | 0.0% | 0.0 | 0 | 0 | 0.0000 | 0 | 1 | 0 |" in out
     assert "| infrastructure_error | docker | 1 | inst-c L3 seed 0: docker: daemon gone |" in out
 
 
@@ -42,7 +43,7 @@ def test_report_of_an_output_root_combines_its_run_dirs(tmp_path, capsys):
     assert report_main([str(tmp_path)], output=str(output)) == 0
     out = capsys.readouterr().out
     assert out.startswith("# 2 run directories\n\n2 of 2 units ran: 2 finished")
-    assert "| - | oracle | L0 | 2 | 2 | 100.0% | 2.0 | 0 | 0 | 0.0000 | 0 | 0 | 0 |" in out
+    assert "| - | oracle | L0 | 2 | 2 | 100.0% | 100.0% | 2.0 | 0 | 0 | 0.0000 | 0 | 0 | 0 |" in out
     assert output.read_text() == out
 
 
@@ -80,7 +81,7 @@ def test_rows_are_read_without_runs_parquet_and_a_damaged_row_is_skipped(tmp_pat
     (run / "rows" / "b.parquet").write_bytes(b"not parquet")
     assert not (run / "runs.parquet").exists()
     assert report_main([str(run)]) == 0
-    assert "| - | oracle | L0 | 1 | 1 | 100.0% | 1.0 | 0 | 0 | 0.0000 | 0 | 0 | 0 |" in capsys.readouterr().out
+    assert "| - | oracle | L0 | 1 | 1 | 100.0% | 100.0% | 1.0 | 0 | 0 | 0.0000 | 0 | 0 | 0 |" in capsys.readouterr().out
 
 
 def test_export_swebench_writes_a_file_per_cell_and_refuses_a_folder_without_tables(tmp_path, capsys):

@@ -55,7 +55,7 @@ def test_instances_that_cannot_run_are_input_errors_out_of_the_rates_and_the_lau
                    # the gold patch of bad-tests applies; its test patch does not
                    "bad-tests": ("input_error", "submitted", "test_patch_does_not_apply")}
     # The rate is over the one finished unit: 100%, not 1 of 3.
-    assert "| - | oracle | L0 | 1 | 1 | 100.0% | 2.0 | 0 | 0 | 0.0000 | 2 | 0 | 0 |" in res.stdout
+    assert "| - | oracle | L0 | 1 | 1 | 100.0% | 33.3% | 2.0 | 0 | 0 | 0.0000 | 2 | 0 | 0 |" in res.stdout
     assert "| input_error | gold_patch_does_not_apply | 1 | bad-gold L0 seed 0: UnitInputError: " in res.stdout
     assert "| input_error | test_patch_does_not_apply | 1 | bad-tests L0 seed 0: " in res.stdout
 
@@ -70,4 +70,4 @@ def test_instances_that_cannot_run_are_input_errors_out_of_the_rates_and_the_lau
     got = {r["instance_id"]: (r["outcome"], r["agent_exit"], r["error_cause"]) for r in rows}
     assert got == {good_id: ("unresolved", "submitted", None), "bad-gold": ("unresolved", "submitted", None),
                    "bad-tests": ("input_error", "submitted", "test_patch_does_not_apply")}
-    assert "| - | null | L0 | 2 | 0 | 0.0% | 1.0 | 0 | 0 | 0.0000 | 1 | 0 | 0 |" in res.stdout
+    assert "| - | null | L0 | 2 | 0 | 0.0% | 0.0% | 1.0 | 0 | 0 | 0.0000 | 1 | 0 | 0 |" in res.stdout

@@ -128,12 +128,12 @@ def test_summary_rates_and_means_are_over_finished_units_with_errors_counted_apa
     rows = summarise(table)
     assert rows == [
         {"model": "gemma3-270m", "agent": "miniswe", "level": "L0", "units": 3, "finished": 2, "resolved": 1,
-         "resolved_rate": 0.5, "answered": 0, "mean_score": None, "mean_steps": 3.0, "mean_input_tokens": 200.0,
-         "mean_output_tokens": 20.0,
+         "resolved_rate": 0.5, "resolved_rate_all": 1 / 3, "answered": 0, "mean_score": None, "mean_steps": 3.0,
+         "mean_input_tokens": 200.0, "mean_output_tokens": 20.0,
          "cost": 0.75, "input_error": 0, "infrastructure_error": 1, "bug": 0},
         {"model": "gemma3-270m", "agent": "miniswe", "level": "L3", "units": 3, "finished": 0, "resolved": 0,
-         "resolved_rate": 0.0, "answered": 0, "mean_score": None, "mean_steps": 0.0, "mean_input_tokens": 0.0,
-         "mean_output_tokens": 0.0,
+         "resolved_rate": 0.0, "resolved_rate_all": 0.0, "answered": 0, "mean_score": None, "mean_steps": 0.0,
+         "mean_input_tokens": 0.0, "mean_output_tokens": 0.0,
          "cost": 0.0, "input_error": 1, "infrastructure_error": 1, "bug": 1},
     ]
     errors = error_counts(table)
@@ -148,9 +148,10 @@ def test_summary_rates_and_means_are_over_finished_units_with_errors_counted_apa
     ]
     md = to_markdown(rows, title="t", planned=12, errors=errors)
     assert ("6 of 12 units ran: 2 finished (resolved or unresolved), 4 ended in an error. "
-            "Rates, means and cost are over finished units.") in md
-    assert "| gemma3-270m | miniswe | L0 | 2 | 1 | 50.0% | 3.0 | 200 | 20 | 0.7500 | 0 | 1 | 0 |" in md
-    assert "| gemma3-270m | miniswe | L3 | 0 | 0 | 0.0% | 0.0 | 0 | 0 | 0.0000 | 1 | 1 | 1 |" in md
+            "Rates, means and cost are over finished units; the second rate counts every unit, an error as "
+            "unresolved, as SWE-bench's harness does") in md
+    assert "| gemma3-270m | miniswe | L0 | 2 | 1 | 50.0% | 33.3% | 3.0 | 200 | 20 | 0.7500 | 0 | 1 | 0 |" in md
+    assert "| gemma3-270m | miniswe | L3 | 0 | 0 | 0.0% | 0.0% | 0.0 | 0 | 0 | 0.0000 | 1 | 1 | 1 |" in md
     assert "| infrastructure_error | docker | 1 | a__x-1 L0 seed 2: docker died |" in md
     assert "| bug | KeyError | 1 | a__x-1 L3 seed 1: KeyError: 'a' |" in md
     assert "## Errors" not in to_markdown(rows, title="t", planned=12)

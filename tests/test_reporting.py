@@ -51,25 +51,31 @@ def test_the_report_holds_table_i_the_paired_test_figure_3_stability_and_the_cas
     assert [(r["actions"], r["Δ input %"]) for r in table_i] == [("10.0", "0.0"), ("10.0", "0.0")]
     [test] = read_csv(out / "significance.csv")
     # i1, i2 resolved at L0 only (b = 2), none at L2 only (c = 0): exact McNemar p = 2 * 0.5**2 = 0.5.
-    # Differences (-1, -1, 0, 0): a resample is all -1 with chance 1/16 > 2.5 %, all 0 likewise.
+    # The exact conditional interval: Clopper-Pearson for 0 of 2 is [0, 1 - 0.025^(1/2)] = [0, 0.841886],
+    # through (b + c) / n * (2t - 1) = 1/2 * (2t - 1): [-50, +34.19] points, holding 0 as the test says.
     assert (test["b"], test["c"], test["test"], float(test["p-value"])) == ("2", "0", "exact McNemar", 0.5)
-    assert (float(test["Δ (pp)"]), float(test["CI low (pp)"]), float(test["CI high (pp)"])) == (-50.0, -100.0, 0.0)
+    assert (float(test["Δ (pp)"]), float(test["CI low (pp)"]), float(test["CI high (pp)"])) == pytest.approx(
+        (-50.0, -50.0, 50 * (2 * (1 - 0.025 ** 0.5) - 1)), rel=1e-9)  # 34.19
+    assert (float(test["p (Holm)"]), test["interval agrees"]) == (0.5, "True")
     [figure] = read_csv(out / "figure-3.csv")
     assert [figure[f"added {c}"] for c in ("navigate", "search", "read", "probe", "edit", "test")] == [
         "1.0", "1.0", "0.0", "0.0", "1.0", "0.0"]
     assert {round(float(figure[f"share {c} %"]), 9) for c in ("navigate", "search", "edit")} == {round(100 / 3, 9)}
     stability = read_csv(out / "stability.csv")
-    # pairs (1,0), (1,0), (1,1), (0,0): discordance 0.5; McNemar, alpha 0.05, power 0.8, drop 6 points:
-    # (1.959964 * sqrt(0.5) + 0.841621 * sqrt(0.5 - 0.0036))**2 / 0.0036 = 1087.8 -> 1088 instances.
+    # pairs (1,0), (1,0), (1,1), (0,0): discordance 0.5; alpha 0.05, power 0.8, drop 6 points: Connor's
+    # (1.959964 * sqrt(0.5) + 0.841621 * sqrt(0.5 - 0.0036))**2 / 0.0036 = 1087.8 -> 1088 is where the
+    # search starts; the exact McNemar test first reaches power 0.8 at 1119 (tests/test_analysis_repositories.py
+    # checks that power against an enumeration of every outcome).
     assert [(r["level"], r["resolved→unresolved"], r["discordance"], r["instances needed"]) for r in stability] == [
-        ("L0", "", "", ""), ("L2", "2", "0.5", "1088")]
+        ("L0", "", "", ""), ("L2", "2", "0.5", "1119")]
     case = read_csv(out / "case-study-1.csv")
     assert [(r["level"], r["resolved"], r["navigate"]) for r in case] == [("L0", "True", "1"), ("L2", "False", "2")]
     md = (out / "report.md").read_text()
     assert "Case study (Figure 4): i1, m / a" in md and "Chosen because: resolved at L0, not at L2." in md
     assert (f"Not read, no runs.parquet (a stopped launch; run it again to compile its rows): "
             f"{sweep / 'levels=L3'}") in md
-    assert "| m | a | L2 | 4 | 0 | -50.0 | -100.0 | +0.0 | 2 | 0 | exact McNemar | 0.5 |" in md.replace("+-", "-")
+    assert ("| m | a | L2 | 4 | 0 | -50.0 | -50.0 | +34.2 | 2 | 0 | exact McNemar | 0.5 | 0.5 | yes |"
+            in md.replace("+-", "-"))
     html = (out / "report.html").read_text()
     for element in ("missing", "table-i", "significance", "figure-3", "stability", "case-study-1",
                     "table-i-table", "table-i-plot", "figure-3-plot"):

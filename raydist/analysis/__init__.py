@@ -47,7 +47,11 @@ from raydist.analysis.repositories import added_action_shares, case_study, level
 from raydist.analysis.runs import finished_units, level_key, load_runs, short_cells, unfinished_run_dirs
 from raydist.analysis.significance import (
     bootstrap_interval,
+    connor_sample_size,
+    holm,
     mcnemar_exact,
+    mcnemar_exact_power,
+    mcnemar_interval,
     mcnemar_sample_size,
     paired_significance,
     sign_flip_test,
@@ -61,7 +65,8 @@ __all__ = [
     "collision_probability", "collision_rate", "contamination_fit", "corpus_bleu4", "dataset_collision_bound",
     "dataset_collision_probability", "dataset_repeat_bound", "dataset_repeat_probability", "default_embedder",
     "diversity_table", "external_diversity", "finished_units", "internal_diversity", "level_key", "level_table",
-    "load_runs", "mcnemar_exact", "mcnemar_sample_size", "mean_interval", "normalise", "outcome_space",
+    "connor_sample_size", "holm", "load_runs", "mcnemar_exact", "mcnemar_exact_power", "mcnemar_interval",
+    "mcnemar_sample_size", "mean_interval", "normalise", "outcome_space",
     "paired_significance", "per_seed", "perturb", "problem_repeat_bound", "problem_repeat_probability",
     "repeat_bound", "repeat_probability", "repeat_rate", "seed_collision_rate", "semantic_similarity", "short_cells",
     "sign_flip_test", "stability", "symmetric_bleu4", "unfinished_run_dirs", "verdict_stability",

@@ -11,6 +11,7 @@ of the L0 value; ``None`` stands for a value that is not defined (said where).
 
 from __future__ import annotations
 
+from fractions import Fraction
 from statistics import fmean, stdev
 
 import pyarrow as pa
@@ -37,42 +38,61 @@ def level_table(table: pa.Table) -> list[dict]:
 
     ``units`` (rows), ``finished``, ``instances`` (with a finished unit), ``seeds`` (with a
     finished unit); ``pass_at_1``: the mean over those seeds of each seed's resolved share of
-    its finished units; ``pass_at_1_std``: their sample standard deviation (ddof = 1; None
-    with one seed); ``delta_pp``: ``100 * (pass_at_1 - pass_at_1 at L0)``, percentage points;
+    its finished units (the unpaired mean of the cell); ``pass_at_1_std``: their sample
+    standard deviation (ddof = 1; None with one seed); ``pass_at_1_all``: the same with every
+    unit of the seed in the denominator, an error counted as unresolved, as SWE-bench's
+    harness counts it (None without a unit); ``paired`` (instances with a finished unit both
+    here and at L0) and ``delta_pp``: the paired Δ, ``100 *`` the mean over those instances of
+    the resolved share here minus at L0, percentage points (the Δ of
+    ``raydist.analysis.significance.paired_significance``; None without a paired instance);
     ``mean_steps``, ``mean_input_tokens``, ``mean_output_tokens``, ``mean_cost`` (USD): means
     over the finished units (a null counts 0), each with ``<name>_change``: ``100 * (x - x_L0)
     / x_L0`` in %. A change is None when the system has no L0 row or the L0 value is 0 (or
     None). ``input_error``, ``infrastructure_error``, ``bug``: units of the cell that ended
-    so, in no rate or mean (§V-B's metrics are over runs that produced a result)."""
+    so, in no rate but ``pass_at_1_all`` and in no mean (§V-B's metrics are over runs that
+    produced a result)."""
     cells: dict[tuple, list[dict]] = {}
     for row in table.select(["model", "agent", "level", "seed", "instance_id", "outcome", *COST_COLUMNS]).to_pylist():
         cells.setdefault((row["model"], row["agent"], row["level"]), []).append(row)
     rows = [_cell(model, agent, level, units) for (model, agent, level), units in cells.items()]
     baselines = {(r["model"], r["agent"]): r for r in rows if r["level"] == BASELINE}
+    systems = finished_units(table)
     for row in rows:
         _add_changes(row, baselines.get((row["model"], row["agent"])))
+        row["paired"], row["delta_pp"] = _paired_delta(systems.get((row["model"], row["agent"]), {}), row["level"])
     return sorted(rows, key=lambda r: (r["model"], r["agent"], level_key(r["level"])))
 
 
 def _cell(model: str, agent: str, level: str, units: list[dict]) -> dict:
     done = [u for u in units if u["outcome"] in FINISHED]
     seeds: dict[int, list[bool]] = {}
-    for unit in done:
-        seeds.setdefault(unit["seed"], []).append(unit["outcome"] == RESOLVED)
+    every: dict[int, list[bool]] = {}
+    for unit in units:
+        every.setdefault(unit["seed"], []).append(unit["outcome"] == RESOLVED)
+        if unit["outcome"] in FINISHED:
+            seeds.setdefault(unit["seed"], []).append(unit["outcome"] == RESOLVED)
     pass_at_1 = [fmean(verdicts) for _, verdicts in sorted(seeds.items())]
     return {
         "model": model, "agent": agent, "level": level, "units": len(units), "finished": len(done),
         "instances": len({u["instance_id"] for u in done}), "seeds": len(pass_at_1),
         "pass_at_1": fmean(pass_at_1) if pass_at_1 else None,
         "pass_at_1_std": stdev(pass_at_1) if len(pass_at_1) > 1 else None,
+        "pass_at_1_all": fmean(fmean(v) for _, v in sorted(every.items())) if every else None,
         **{f"mean_{c}": fmean(u[c] or 0 for u in done) if done else None for c in COST_COLUMNS},
         **{outcome: sum(u["outcome"] == outcome for u in units) for outcome in ERRORS},
     }
 
 
+def _paired_delta(by_level: dict, level: str) -> tuple[int, float | None]:
+    """``(paired instances, paired Δ in points)`` of ``level`` against L0 (None when none is paired)."""
+    instances = paired_instances(by_level, level)
+    if not instances:
+        return 0, None
+    return len(instances), 100 * fmean(resolved_share(by_level[level][i]) - resolved_share(by_level[BASELINE][i])
+                                       for i in instances)
+
+
 def _add_changes(row: dict, base: dict | None) -> None:
-    rates = None if base is None else (row["pass_at_1"], base["pass_at_1"])
-    row["delta_pp"] = 100 * (rates[0] - rates[1]) if rates and None not in rates else None
     for column in COST_COLUMNS:
         x, x0 = row[f"mean_{column}"], None if base is None else base[f"mean_{column}"]
         row[f"mean_{column}_change"] = 100 * (x - x0) / x0 if x is not None and x0 else None
@@ -84,26 +104,31 @@ def added_action_shares(table: pa.Table) -> list[dict]:
     On the ``instances`` paired with L0 (a finished unit at both), ``mean_<c>`` is the mean
     over those instances of each instance's mean ``actions_<c>`` over its finished units (a
     null counts 0) and ``added_<c> = mean_<c>(level) - mean_<c>(L0)``, actions per instance,
-    for every category of the taxonomy; ``added_total`` sums the six ``FIGURE_CATEGORIES``
-    and ``share_<c> = added_<c> / added_total`` for those six (they sum to 1; a category
-    whose count fell has a negative share). When ``added_total <= 0`` the level added no
-    actions, a share of the added ones means nothing, and every ``share_<c>`` is None (the
-    ``added_<c>`` still show what moved). Levels with no paired instance are left out.
-    Sorted by model, agent, ``level_key``."""
+    for every category of the taxonomy, computed in exact fractions of the integer counts (so
+    a change that nets out is 0, not a rounding residue) and given as floats; ``added_total``
+    sums the six ``FIGURE_CATEGORIES`` (the net change). A share is a part of the gross added
+    actions: ``share_<c> = max(added_<c>, 0) / sum of the positive added_<c>`` over the six, in
+    [0, 1], summing to 1; a category that fell has share 0 and shows as its negative
+    ``added_<c>``. When the level added no actions overall (``added_total <= 0``, exactly),
+    there is nothing to share out and every ``share_<c>`` is None. Levels with no paired
+    instance are left out. Sorted by model, agent, ``level_key``."""
     out = []
     for model, agent, level, by_level, instances in levels_against_baseline(table):
         base, here = _mean_actions(by_level[BASELINE], instances), _mean_actions(by_level[level], instances)
         added = {c: here[c] - base[c] for c in ACTION_CATEGORIES}
         total = sum(added[c] for c in FIGURE_CATEGORIES)
+        gross = sum(max(added[c], Fraction(0)) for c in FIGURE_CATEGORIES)
         out.append({"model": model, "agent": agent, "level": level, "instances": len(instances),
-                    **{f"added_{c}": added[c] for c in ACTION_CATEGORIES}, "added_total": total,
-                    **{f"share_{c}": added[c] / total if total > 0 else None for c in FIGURE_CATEGORIES}})
+                    **{f"added_{c}": float(added[c]) for c in ACTION_CATEGORIES}, "added_total": float(total),
+                    **{f"share_{c}": float(max(added[c], Fraction(0)) / gross) if total > 0 else None
+                       for c in FIGURE_CATEGORIES}})
     return out
 
 
-def _mean_actions(units: dict[str, list[dict]], instances: list[str]) -> dict[str, float]:
-    """Per category: the mean over ``instances`` of the mean actions of each one's units."""
-    return {c: fmean(fmean(u[f"actions_{c}"] or 0 for u in units[i]) for i in instances) for c in ACTION_CATEGORIES}
+def _mean_actions(units: dict[str, list[dict]], instances: list[str]) -> dict[str, Fraction]:
+    """Per category: the mean over ``instances`` of the mean actions of each one's units, exact."""
+    return {c: sum((Fraction(sum(int(u[f"actions_{c}"] or 0) for u in units[i]), len(units[i])) for i in instances),
+                   Fraction(0)) / len(instances) for c in ACTION_CATEGORIES}
 
 
 def case_study(table: pa.Table, model: str, agent: str | None = None) -> dict:

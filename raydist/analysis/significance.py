@@ -93,23 +93,84 @@ def bootstrap_interval(differences, *, n_resamples: int = 10_000, seed: int = 0,
     return float(low), float(high)
 
 
-def mcnemar_sample_size(drop: float, discordance: float, *, alpha: float = 0.05, power: float = 0.8) -> int:
+def connor_sample_size(drop: float, discordance: float, *, alpha: float = 0.05, power: float = 0.8) -> int:
     """Paired instances a two-sided McNemar test at level ``alpha`` needs to detect a change
     ``drop`` in Pass@1 (a fraction: 0.06 for 6 points) with probability ``power``, when a
-    fraction ``discordance`` of the pairs is discordant (Connor, R. J. 1987, "Sample size for
-    testing differences in proportions for the paired-sample design", Biometrics 43(1):207-211):
+    fraction ``discordance`` of the pairs is discordant, by the normal approximation of Connor,
+    R. J. 1987, "Sample size for testing differences in proportions for the paired-sample
+    design", Biometrics 43(1):207-211:
 
         n = ceil( (z_{1-alpha/2} sqrt(psi) + z_{power} sqrt(psi - delta^2))^2 / delta^2 )
 
-    with ``psi = discordance`` and ``delta = drop``. Raises ValueError unless
-    ``0 < drop <= discordance <= 1`` (a drop cannot exceed the discordant share: it is their
-    difference) and alpha, power lie in (0, 1)."""
-    if not 0 < drop <= discordance <= 1 or not 0 < alpha < 1 or not 0 < power < 1:
-        raise ValueError(f"need 0 < drop <= discordance <= 1 and alpha, power in (0, 1); got drop={drop}, "
-                         f"discordance={discordance}, alpha={alpha}, power={power}")
+    with ``psi = discordance`` and ``delta = drop``. The exact test the report applies needs
+    more (``mcnemar_sample_size``). Raises ValueError unless ``0 < drop <= discordance <= 1``
+    (a drop cannot exceed the discordant share: it is their difference) and alpha, power lie
+    in (0, 1)."""
+    _check_design(drop, discordance, alpha, power)
     z = NormalDist().inv_cdf
     root = z(1 - alpha / 2) * math.sqrt(discordance) + z(power) * math.sqrt(discordance - drop ** 2)
     return math.ceil(root ** 2 / drop ** 2 - 1e-9)  # 1e-9: a value that is whole up to rounding stays whole
+
+
+def mcnemar_exact_power(n: int, drop: float, discordance: float, *, alpha: float = 0.05) -> float:
+    """Power of the two-sided exact McNemar test (``mcnemar_exact``) at level ``alpha`` on
+    ``n`` pairs, when a fraction ``discordance`` (psi) of the pairs is discordant and the
+    discordant pairs favour L0 by ``drop`` (delta): the number of discordant pairs D is
+    Binomial(n, psi), and given D = m the pairs resolved only at L0 are Binomial(m, (psi +
+    delta) / (2 psi)); the test rejects when min(b, m - b) <= k_m, the largest k with
+    2 P[Binomial(m, 1/2) <= k] <= alpha. Exact sums over m, no simulation. Raises ValueError as
+    ``connor_sample_size``; MissingExtra without scipy."""
+    _check_design(drop, discordance, alpha, 0.5)
+    stats = require("scipy.stats", "analysis", "the exact McNemar power")
+    m = np.arange(1, int(n) + 1)
+    q = (discordance + drop) / (2 * discordance)
+    first = stats.binom.ppf(alpha / 2, m, 0.5)  # the least k with P[<= k] >= alpha / 2
+    k = np.where(stats.binom.cdf(first, m, 0.5) * 2 <= alpha, first, first - 1)
+    reject = np.where(k >= 0, stats.binom.cdf(k, m, q) + stats.binom.sf(m - k - 1, m, q), 0.0)
+    return float(np.sum(stats.binom.pmf(m, int(n), discordance) * reject))
+
+
+def mcnemar_sample_size(drop: float, discordance: float, *, alpha: float = 0.05, power: float = 0.8) -> int:
+    """The least number of paired instances at which the exact McNemar test the report applies
+    reaches ``power`` (``mcnemar_exact_power``), searched from Connor's approximation
+    (``connor_sample_size``) upward; where that already has the power, downward while the
+    power holds. For drop 0.06 and discordance 0.2 (alpha 0.05, power 0.8): Connor's 434 give
+    the exact test a power of 0.775, and 460 are needed. Raises ValueError as
+    ``connor_sample_size``."""
+    n = connor_sample_size(drop, discordance, alpha=alpha, power=power)
+    if mcnemar_exact_power(n, drop, discordance, alpha=alpha) >= power:
+        while n > 1 and mcnemar_exact_power(n - 1, drop, discordance, alpha=alpha) >= power:
+            n -= 1
+        return n
+    step = max(1, n // 64)  # gallop, then walk back to the first n that has the power
+    while mcnemar_exact_power(n + step, drop, discordance, alpha=alpha) < power:
+        n += step
+    while mcnemar_exact_power(n + 1, drop, discordance, alpha=alpha) < power:
+        n += 1
+    return n + 1
+
+
+def _check_design(drop: float, discordance: float, alpha: float, power: float) -> None:
+    if not 0 < drop <= discordance <= 1 or not 0 < alpha < 1 or not 0 < power < 1:
+        raise ValueError(f"need 0 < drop <= discordance <= 1 and alpha, power in (0, 1); got drop={drop}, "
+                         f"discordance={discordance}, alpha={alpha}, power={power}")
+
+
+def holm(p_values) -> list[float]:
+    """Holm's step-down adjustment of ``p_values`` (any order; returned in that order): the
+    i-th smallest of m becomes ``max_{j <= i} min(1, (m - j + 1) p_(j))`` (Holm, S. 1979, "A
+    simple sequentially rejective multiple test procedure", Scand. J. Statist. 6(2):65-70).
+    Rejecting where the adjusted value is <= alpha holds the family-wise error rate at alpha.
+    Raises ValueError for a value outside [0, 1]."""
+    p = [float(v) for v in p_values]
+    if any(not 0 <= v <= 1 for v in p):
+        raise ValueError(f"p-values must lie in [0, 1], got {p}")
+    adjusted = [0.0] * len(p)
+    running = 0.0
+    for rank, i in enumerate(sorted(range(len(p)), key=p.__getitem__)):
+        running = max(running, min(1.0, (len(p) - rank) * p[i]))
+        adjusted[i] = running
+    return adjusted
 
 
 def paired_significance(table: pa.Table, *, permutations: int = 10_000, n_resamples: int = 10_000,
@@ -118,13 +179,18 @@ def paired_significance(table: pa.Table, *, permutations: int = 10_000, n_resamp
 
     One dict per (model, agent, level other than L0) with a paired instance, sorted by model,
     agent, level order: ``instances`` (paired), ``unpaired`` (instances with a finished unit at
-    only one of the two), ``delta_pp`` (mean over paired instances of the resolved share at
-    the level minus at L0, percentage points), ``b`` / ``c`` (instances resolved more often
-    at L0 / at the level; with one verdict each these are McNemar's discordant pairs),
-    ``test`` (``MCNEMAR`` or ``SIGN_FLIP``), ``assumptions`` (a sentence for a report),
-    ``p_value``, and ``ci_low`` / ``ci_high``: the 95% percentile bootstrap interval of
-    ``delta_pp`` over instances (``bootstrap_interval``, ``n_resamples``, ``seed``).
-    ``permutations`` and ``seed`` drive ``sign_flip_test`` when it is used."""
+    only one of the two), ``delta_pp`` (the paired Δ: mean over paired instances of the
+    resolved share at the level minus at L0, percentage points; Table I shows the same),
+    ``b`` / ``c`` (instances resolved more often at L0 / at the level; with one verdict each
+    these are McNemar's discordant pairs), ``test`` (``MCNEMAR`` or ``SIGN_FLIP``),
+    ``assumptions`` (a sentence for a report), ``p_value``, ``p_holm`` (Holm-adjusted over
+    every comparison of the table: ``holm``), and the 95% interval of ``delta_pp``:
+    ``ci_low`` / ``ci_high``, ``interval`` (how it was made) and ``interval_agrees`` (whether
+    it excludes 0 exactly when p < 0.05). With ``MCNEMAR`` the interval is the exact
+    conditional one (``mcnemar_interval``), which agrees with the test by construction; with
+    ``SIGN_FLIP`` it is the percentile bootstrap over instances (``bootstrap_interval``,
+    ``n_resamples``, ``seed``), and a disagreement is reported, not hidden. ``permutations``
+    and ``seed`` drive ``sign_flip_test`` when it is used."""
     out = []
     for model, agent, level, by_level, instances in levels_against_baseline(table):
         base = np.array([resolved_share(by_level[BASELINE][i]) for i in instances])
@@ -132,7 +198,28 @@ def paired_significance(table: pa.Table, *, permutations: int = 10_000, n_resamp
         out.append({"model": model, "agent": agent, "level": level, "instances": len(instances),
                     "unpaired": len(set(by_level[BASELINE]) ^ set(by_level[level])),
                     **_compare(base, here, permutations=permutations, n_resamples=n_resamples, seed=seed)})
+    for row, adjusted in zip(out, holm([r["p_value"] for r in out]), strict=True):
+        row["p_holm"] = adjusted
     return out
+
+
+def mcnemar_interval(b: int, c: int, n: int, *, confidence: float = 0.95) -> tuple[float, float]:
+    """Exact conditional interval of the paired difference ``(c - b) / n`` (level minus L0, a
+    fraction) for ``b`` pairs resolved only at L0 and ``c`` only at the level among ``n``:
+    the Clopper-Pearson interval [t_lo, t_hi] of c's share of the ``b + c`` discordant pairs
+    (``scipy.stats.binomtest(c, b + c).proportion_ci(method="exact")``), mapped through
+    ``(b + c) / n * (2 t - 1)``. It holds 0 exactly when t = 1/2 lies in the Clopper-Pearson
+    interval, that is when the two-sided exact McNemar test (``mcnemar_exact``) does not
+    reject at ``1 - confidence``: the interval and the test cannot disagree. ``(0, 0)`` when
+    there is no discordant pair. Raises ValueError for counts that do not fit in ``n``."""
+    if b < 0 or c < 0 or n < 1 or b + c > n:
+        raise ValueError(f"need 0 <= b, c and b + c <= n >= 1; got b={b}, c={c}, n={n}")
+    if b + c == 0:
+        return 0.0, 0.0
+    stats = require("scipy.stats", "analysis", "the exact McNemar interval")
+    share = stats.binomtest(c, b + c).proportion_ci(confidence_level=confidence, method="exact")
+    scale = (b + c) / n
+    return scale * (2 * share.low - 1), scale * (2 * share.high - 1)
 
 
 def _compare(base: np.ndarray, here: np.ndarray, *, permutations: int, n_resamples: int, seed: int) -> dict:
@@ -140,13 +227,17 @@ def _compare(base: np.ndarray, here: np.ndarray, *, permutations: int, n_resampl
     b, c = int(np.sum(d < 0)), int(np.sum(d > 0))
     if np.isin(base, (0.0, 1.0)).all() and np.isin(here, (0.0, 1.0)).all():
         test, p_value, assumptions = MCNEMAR, mcnemar_exact(b, c), ASSUMPTIONS[MCNEMAR]
+        (low, high), interval = mcnemar_interval(b, c, d.size), "exact conditional (Clopper-Pearson on b vs c)"
     else:
         p_value, exact = sign_flip_test(d, permutations=permutations, seed=seed)
         how = "exact over all sign patterns" if exact else f"{permutations} random sign patterns (seed {seed})"
         test, assumptions = SIGN_FLIP, ASSUMPTIONS[SIGN_FLIP].format(how=how)
-    low, high = bootstrap_interval(d, n_resamples=n_resamples, seed=seed)
+        (low, high), interval = (bootstrap_interval(d, n_resamples=n_resamples, seed=seed),
+                                 f"percentile bootstrap over instances ({n_resamples} resamples, seed {seed})")
+    excludes_zero = low > 0 or high < 0
     return {"delta_pp": 100 * float(d.mean()), "b": b, "c": c, "test": test, "assumptions": assumptions,
-            "p_value": p_value, "ci_low": 100 * low, "ci_high": 100 * high}
+            "p_value": p_value, "ci_low": 100 * low, "ci_high": 100 * high, "interval": interval,
+            "interval_agrees": excludes_zero == (p_value < 0.05)}
 
 
 def verdict_stability(table: pa.Table, *, drop: float = 0.06, alpha: float = 0.05, power: float = 0.8) -> list[dict]:
@@ -159,8 +250,9 @@ def verdict_stability(table: pa.Table, *, drop: float = 0.06, alpha: float = 0.0
     instances with a seed disagreement at either level: no flip is counted for them),
     ``discordance`` (psi: the mean over paired instances of ``p0 (1 - p1) + (1 - p0) p1``,
     the chance that one L0 run and one run at the level disagree, seeds taken as independent;
-    (b + c) / n with one verdict each), ``instances_needed`` (``mcnemar_sample_size(drop,
-    psi, alpha, power)``; None when psi < ``drop``) and ``power_note``, a sentence saying so."""
+    (b + c) / n with one verdict each; None, undefined, when no instance is paired),
+    ``instances_needed`` (``mcnemar_sample_size(drop, psi, alpha, power)``, for the exact test;
+    None when psi is undefined or below ``drop``) and ``power_note``, a sentence saying so."""
     out = []
     for (model, agent), by_level in finished_units(table).items():
         for level, units in by_level.items():
@@ -180,12 +272,16 @@ _FLIP_KEYS = ("paired", "resolved_to_unresolved", "unresolved_to_resolved", "mix
 def _flips(by_level: dict, level: str, *, drop: float, alpha: float, power: float) -> dict:
     instances = paired_instances(by_level, level)
     pairs = [(resolved_share(by_level[BASELINE][i]), resolved_share(by_level[level][i])) for i in instances]
-    psi = fmean(p0 * (1 - p1) + (1 - p0) * p1 for p0, p1 in pairs) if pairs else 0.0
-    needed = mcnemar_sample_size(drop, psi, alpha=alpha, power=power) if 0 < drop <= psi else None
-    design = f"McNemar, alpha {alpha:g}, power {power:g}, measured discordance {psi:.3f}"
-    note = (f"{needed} paired instances detect a drop of {100 * drop:g} points ({design}); {len(pairs)} are paired"
-            if needed is not None else
-            f"a drop of {100 * drop:g} points needs a discordance of at least {drop:g} ({design}): not computed")
+    psi = fmean(p0 * (1 - p1) + (1 - p0) * p1 for p0, p1 in pairs) if pairs else None
+    needed = mcnemar_sample_size(drop, psi, alpha=alpha, power=power) if psi is not None and 0 < drop <= psi else None
+    if psi is None:
+        note = f"no instance is paired with {BASELINE}: the discordance, and so the instances needed, are undefined"
+    else:
+        design = f"exact McNemar, alpha {alpha:g}, power {power:g}, measured discordance {psi:.3f}"
+        note = (f"{needed} paired instances detect a drop of {100 * drop:g} points ({design}; Connor's normal "
+                f"approximation says {connor_sample_size(drop, psi, alpha=alpha, power=power)}); {len(pairs)} "
+                "are paired" if needed is not None else
+                f"a drop of {100 * drop:g} points needs a discordance of at least {drop:g} ({design}): not computed")
     return {"paired": len(pairs), "resolved_to_unresolved": sum(p == (1, 0) for p in pairs),
             "unresolved_to_resolved": sum(p == (0, 1) for p in pairs),
             "mixed": sum(0 < p0 < 1 or 0 < p1 < 1 for p0, p1 in pairs), "discordance": psi,

@@ -112,22 +112,26 @@ def _sources(table, unfinished: Sequence[Path], patches) -> Section:
 def _table_i(table) -> Section:
     rows = level_table(table)
     out = tuple((r["model"], r["agent"], r["level"], r["finished"], r["units"], r["seeds"],
-                 _pct(r["pass_at_1"]), _pct(r["pass_at_1_std"]), r["delta_pp"],
+                 _pct(r["pass_at_1"]), _pct(r["pass_at_1_std"]), _pct(r["pass_at_1_all"]), r["paired"], r["delta_pp"],
                  r["mean_steps"], r["mean_steps_change"], r["mean_input_tokens"], r["mean_input_tokens_change"],
                  r["mean_output_tokens"], r["mean_output_tokens_change"], r["mean_cost"], r["mean_cost_change"],
                  r["input_error"], r["infrastructure_error"], r["bug"]) for r in rows)
-    columns = ("model", "agent", "level", "finished", "units", "seeds", "Pass@1 %", "sd (pp)", "Δ Pass@1 (pp)",
-               "actions", "Δ actions %", "input tokens", "Δ input %", "output tokens", "Δ output %", "cost USD",
-               "Δ cost %", "input errors", "infrastructure errors", "bugs")
-    formats = {"Pass@1 %": PCT, "sd (pp)": PCT, "Δ Pass@1 (pp)": PP, "actions": NUM, "Δ actions %": PP,
-               "input tokens": "{:.0f}", "Δ input %": PP, "output tokens": "{:.0f}", "Δ output %": PP,
-               "cost USD": "{:.4f}", "Δ cost %": PP}
+    columns = ("model", "agent", "level", "finished", "units", "seeds", "Pass@1 %", "sd (pp)",
+               "Pass@1 % errors unresolved", "paired", "Δ Pass@1 (pp)", "actions", "Δ actions %", "input tokens",
+               "Δ input %", "output tokens", "Δ output %", "cost USD", "Δ cost %", "input errors",
+               "infrastructure errors", "bugs")
+    formats = {"Pass@1 %": PCT, "sd (pp)": PCT, "Pass@1 % errors unresolved": PCT, "Δ Pass@1 (pp)": PP,
+               "actions": NUM, "Δ actions %": PP, "input tokens": "{:.0f}", "Δ input %": PP, "output tokens": "{:.0f}",
+               "Δ output %": PP, "cost USD": "{:.4f}", "Δ cost %": PP}
     return Section(
         id="table-i", title="Table I: Pass@1 and cost per model and level (SchrodingerRepo §V-A)",
-        text=("Pass@1 is the mean over seeds of each seed's resolved share of its finished units; sd is the standard "
-              "deviation over seeds (ddof 1, '-' with one seed). Δ Pass@1 is against L0 in percentage points; the "
-              "other Δ are relative changes of the per-unit mean against L0 in %. Units that ended in an error are "
-              "counted in the last three columns and in no rate or mean.",),
+        text=("Pass@1 is the mean over seeds of each seed's resolved share of its finished units (an unpaired mean of "
+              "the cell); sd is the standard deviation over seeds (ddof 1, '-' with one seed). 'Pass@1 % errors "
+              "unresolved' counts every unit, an error as unresolved, as SWE-bench's harness does: set it, not the "
+              "first, beside a swebench.com number. Δ Pass@1 is the paired Δ against L0 in percentage points: the "
+              "mean over the paired instances (finished both here and at L0) of the resolved share here minus at "
+              "L0, the Δ of the significance table. The other Δ are relative changes of the per-unit mean against L0 "
+              "in %. Units that ended in an error are counted in the last three columns and in no mean.",),
         columns=columns, rows=out, formats=formats, figure=_pass_figure(rows))
 
 
@@ -156,19 +160,26 @@ def _questions(table) -> Section:
 def _significance(table, seed: int) -> Section:
     rows = paired_significance(table, seed=seed)
     out = tuple((r["model"], r["agent"], r["level"], r["instances"], r["unpaired"], r["delta_pp"], r["ci_low"],
-                 r["ci_high"], r["b"], r["c"], r["test"], r["p_value"]) for r in rows)
+                 r["ci_high"], r["b"], r["c"], r["test"], r["p_value"], r["p_holm"], r["interval_agrees"])
+                for r in rows)
     tests = dict.fromkeys(r["test"] for r in rows)
     text = ["Each level against L0 on the instances with a finished unit at both (paired by instance). Δ is the "
-            "mean over instances of the resolved share at the level minus at L0, in points, with its 95% "
-            f"percentile bootstrap interval over instances (10,000 resamples, seed {seed}); b and c are the "
-            "instances resolved more often at L0 and at the level."]
-    text += [f"{test}: {next(r['assumptions'] for r in rows if r['test'] == test)}." for test in tests]
+            "mean over instances of the resolved share at the level minus at L0, in points (Table I's Δ); b and c "
+            "are the instances resolved more often at L0 and at the level. p (Holm) adjusts the p-values over every "
+            "comparison of this table (Holm's step-down: the family-wise error rate stays at 5%)."]
+    text += [f"{test}: {next(r['assumptions'] for r in rows if r['test'] == test)}; 95% interval of Δ: "
+             f"{next(r['interval'] for r in rows if r['test'] == test)}." for test in tests]
+    disagree = [f"{r['model']} / {r['agent']} / {r['level']}" for r in rows if not r["interval_agrees"]]
+    if disagree:
+        text.append("The interval and the test disagree (one excludes 0, the other is not significant at 5%) for: "
+                    + ", ".join(disagree) + "; read the test's p-value.")
     if not rows:
         text.append(f"No level has an instance finished both at {BASELINE} and there: nothing to test.")
     return Section(id="significance", title="Paired significance against L0 (§V-A)", text=tuple(text),
                    columns=("model", "agent", "level", "paired instances", "unpaired", "Δ (pp)", "CI low (pp)",
-                            "CI high (pp)", "b", "c", "test", "p-value"),
-                   rows=out, formats={"Δ (pp)": PP, "CI low (pp)": PP, "CI high (pp)": PP, "p-value": P3})
+                            "CI high (pp)", "b", "c", "test", "p-value", "p (Holm)", "interval agrees"),
+                   rows=out, formats={"Δ (pp)": PP, "CI low (pp)": PP, "CI high (pp)": PP, "p-value": P3,
+                                      "p (Holm)": P3})
 
 
 def _figure_3(table) -> Section:
@@ -181,8 +192,10 @@ def _figure_3(table) -> Section:
         c: PCT for c in columns if c.startswith("share")}
     return Section(
         id="figure-3", title="Figure 3: where the added actions go (§V-B)",
-        text=("Per instance paired with L0: the mean actions per category at the level minus at L0; the share is "
-              "each of the six categories' part of the added actions ('-' when the level added none).",),
+        text=("Per instance paired with L0: the mean actions per category at the level minus at L0 (exact). The share "
+              "is each of the six categories' part of the gross added actions (the categories that rose), from 0 to "
+              "100 %; a category that fell has share 0 and shows as its negative 'added'. '-' when the level added "
+              "no actions overall: nothing to share out.",),
         columns=columns, rows=out, formats=formats, figure=_shares_figure(rows))
 
 
@@ -196,7 +209,11 @@ def _stability(table) -> Section:
         id="stability", title="Verdict stability and power (§V-C)",
         text=("Seed disagreements: instances resolved at some seeds of a level and not at others. Flips against L0: "
               "every L0 unit resolved and none at the level, or the reverse; mixed instances count in no flip. "
-              "Discordance: the chance that one L0 run and one run at the level disagree.", *notes),
+              "Discordance: the chance that one L0 run and one run at the level disagree ('-', undefined, when "
+              "nothing is paired). Instances needed: the least number of paired instances at which the exact "
+              "McNemar test the report applies detects a 6-point drop with power 0.8 (searched from Connor's normal "
+              "approximation).",
+              *notes),
         columns=("model", "agent", "level", "instances", "with 2+ seeds", "seed disagreements", "paired",
                  "resolved→unresolved", "unresolved→resolved", "mixed", "discordance", "instances needed"),
         rows=out, formats={"discordance": "{:.3f}"})

@@ -25,7 +25,10 @@ CATEGORIES = tuple(f.name.removeprefix("actions_") for f in RUNS_SCHEMA if f.nam
 def summarise(table: pa.Table) -> list[dict]:
     """One dict per (model, agent, level), sorted by model, agent, level: ``units`` (rows),
     ``finished`` (outcome ``resolved`` or ``unresolved``), ``resolved``, and over the finished
-    units only ``resolved_rate`` (resolved / finished; 0.0 when none finished),
+    units only ``resolved_rate`` (resolved / finished; 0.0 when none finished); beside it
+    ``resolved_rate_all``, resolved over every unit that is not a question (an error counted as
+    unresolved, as SWE-bench's harness counts it, so a number comparable with swebench.com;
+    0.0 without such a unit); over the finished units again
     ``mean_steps``, ``mean_input_tokens``, ``mean_output_tokens`` and ``cost`` (USD, summed);
     then the error outcomes counted apart: ``input_error``, ``infrastructure_error``, ``bug``.
     Repository questions (outcome ``answered``) count as finished; ``answered`` counts them and
@@ -47,6 +50,7 @@ def summarise(table: pa.Table) -> list[dict]:
         out.append({
             "model": model, "agent": agent, "level": level, "units": len(rows), "finished": len(done),
             "resolved": resolved, "resolved_rate": resolved / len(graded) if graded else 0.0,
+            "resolved_rate_all": resolved / (len(rows) - len(answered)) if len(rows) > len(answered) else 0.0,
             ANSWERED: len(answered), "mean_score": _mean(answered, "qa_score") if answered else None,
             "mean_steps": _mean(done, "steps"), "mean_input_tokens": _mean(done, "input_tokens"),
             "mean_output_tokens": _mean(done, "output_tokens"), "cost": float(sum(r["cost"] or 0.0 for r in done)),
@@ -86,18 +90,21 @@ def to_markdown(rows: list[dict], *, title: str, planned: int, note: str = "",
     finished = sum(r["finished"] for r in rows)
     kinds = "resolved, unresolved or answered" if any(r.get(ANSWERED) for r in rows) else "resolved or unresolved"
     lines = [f"# {title}", "", f"{with_row} of {planned} units ran: {finished} finished ({kinds}), "
-             f"{with_row - finished} ended in an error. Rates, means and cost are over finished units.", ""]
+             f"{with_row - finished} ended in an error. Rates, means and cost are over finished units; the second "
+             "rate counts every unit, an error as unresolved, as SWE-bench's harness does (set that one beside a "
+             "swebench.com number).", ""]
     if note:
         lines += [note, ""]
     lines += [
-        "| model | agent | level | finished | resolved | resolved rate | mean steps "
-        "| mean input tokens | mean output tokens | cost (USD) | input errors | infrastructure errors | bugs |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| model | agent | level | finished | resolved | resolved rate | resolved rate, errors unresolved "
+        "| mean steps | mean input tokens | mean output tokens | cost (USD) | input errors | infrastructure errors "
+        "| bugs |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
             f"| {r['model']} | {r['agent']} | {r['level']} | {r['finished']} | {r['resolved']} "
-            f"| {100 * r['resolved_rate']:.1f}% | {r['mean_steps']:.1f} "
+            f"| {100 * r['resolved_rate']:.1f}% | {100 * r['resolved_rate_all']:.1f}% | {r['mean_steps']:.1f} "
             f"| {r['mean_input_tokens']:.0f} | {r['mean_output_tokens']:.0f} "
             f"| {r['cost']:.4f} | {r[INPUT_ERROR]} | {r[INFRASTRUCTURE_ERROR]} | {r[BUG]} |"
         )
