@@ -224,9 +224,10 @@ def test_an_l1_paraphrase_request_gets_time_for_its_token_budget(slow_model, tmp
     record = run_preparation(PrepTask(HUMANIZE.instance_id, 0, "L1"), HUMANIZE,
                              timed_options(budget, 1 / 5, l1_attempts=1), endpoint=slow_endpoint(api_base),
                              cache_dir=str(tmp_path), grading_timeout_s=60)
-    (entry,) = record["history"]
+    entry, rule = record["history"]
     assert (entry["error"], entry["candidate"], entry["rejected"]) == (None, "hello", "form")
-    assert server.budgets == [budget]
+    assert (rule["prompt"], record["source"] in ("rule", "canonical")) == ("rule", True)
+    assert server.budgets[0] == budget  # then the verdict on the rule restatement
 
 
 def test_an_l1_request_on_a_server_slower_than_the_rate_is_a_preparation_error(slow_model, tmp_path):

@@ -21,6 +21,7 @@ from raydist.views.l1.statement import (
     parse_verdict,
     protected_spans,
     reconstruct_statement,
+    rule_paraphrase,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -203,33 +204,38 @@ def test_a_candidate_missing_spans_is_refined_without_asking_the_verifier():
     assert [r["seed"] for r in script.requests] == [1, 2, 2]
 
 
-def test_verifier_saying_no_every_time_leaves_the_canonical_statement():
+def test_verifier_saying_no_every_time_to_the_rule_restatement_too_leaves_the_canonical_statement():
     no = "BUG: YES\nREQUIREMENTS: NO\nSUCCESS: YES\nREASON: the table headers use case is gone."
-    script = Script(HUMANIZE_PARAPHRASE, no, HUMANIZE_PARAPHRASE, no, HUMANIZE_PARAPHRASE, no)
+    script = Script(HUMANIZE_PARAPHRASE, no, HUMANIZE_PARAPHRASE, no, HUMANIZE_PARAPHRASE, no, no)
     result = reconstruct_statement(HUMANIZE, script, attempts=3, prompts=PROBE_PROMPTS)
-    assert (result.source, result.text, result.attempts, len(result.history)) == ("canonical", HUMANIZE, 3, 3)
-    assert [entry["prompt"] for entry in result.history] == ["paraphrase", "refine", "refine"]
+    assert (result.source, result.text, result.attempts, len(result.history)) == ("canonical", HUMANIZE, 3, 4)
+    assert [entry["prompt"] for entry in result.history] == ["paraphrase", "refine", "refine", "rule"]
     assert {entry["rejected"] for entry in result.history} == {"verifier"}
+    assert script.users()[6] == f"VERIFY {rule_paraphrase(HUMANIZE, 0)}"  # the verifier judged the rule one
     assert result.history[2]["verdicts"] == {"BUG": "YES", "REQUIREMENTS": "NO", "SUCCESS": "YES"}
     assert script.users()[2].endswith(
         "| verdicts=[('BUG', 'YES'), ('REQUIREMENTS', 'NO'), ('SUCCESS', 'YES')] | "
         "reason=the table headers use case is gone. | unchanged=False")
 
 
-def test_a_failing_model_call_is_recorded_and_the_canonical_statement_kept():
-    script = Script(ConnectionError("server at http://127.0.0.1:9/v1 refused"), TimeoutError("no answer in 120 s"))
+def test_a_failing_model_call_is_recorded_and_the_rule_restatement_stands_unjudged():
+    # (prepare_statement refuses to cache this: every paraphrase call failed, the server is down.)
+    script = Script(ConnectionError("server at http://127.0.0.1:9/v1 refused"), TimeoutError("no answer in 120 s"),
+                    ConnectionError("refused again"))
     result = reconstruct_statement(HUMANIZE, script, attempts=2, seed=3, prompts=PROBE_PROMPTS)
-    assert (result.source, result.text, result.attempts) == ("canonical", HUMANIZE, 2)
+    rule = rule_paraphrase(HUMANIZE, 3)
+    assert (result.source, result.text, result.attempts) == ("rule", rule, 2)
     assert [(e["prompt"], e["request_seed"], e["candidate"], e["error"], e["rejected"]) for e in result.history] == [
         ("paraphrase", 3001, None, "ConnectionError: server at http://127.0.0.1:9/v1 refused", "error"),
         ("paraphrase", 3002, None, "TimeoutError: no answer in 120 s", "error"),
+        ("rule", 3003, rule, "ConnectionError: refused again", None),
     ]
 
 
 def test_a_failing_verifier_call_fails_the_attempt():
-    script = Script(HUMANIZE_PARAPHRASE, RuntimeError("verifier down"))
+    script = Script(HUMANIZE_PARAPHRASE, RuntimeError("verifier down"), RuntimeError("verifier down"))
     result = reconstruct_statement(HUMANIZE, script, attempts=1, prompts=PROBE_PROMPTS)
-    assert result.source == "canonical"
+    assert (result.source, result.history[0]["rejected"]) == ("rule", "error")
     assert (result.history[0]["candidate"], result.history[0]["error"]) == (HUMANIZE_PARAPHRASE,
                                                                             "RuntimeError: verifier down")
 
@@ -243,10 +249,12 @@ def test_empty_and_unchanged_candidates_are_rejected_without_the_verifier():
 
 
 def test_an_unparsable_verdict_counts_as_no():
-    script = Script(HUMANIZE_PARAPHRASE, "Looks good to me!")
+    script = Script(HUMANIZE_PARAPHRASE, "Looks good to me!", "Looks good to me!")
     result = reconstruct_statement(HUMANIZE, script, attempts=1, prompts=PROBE_PROMPTS)
     assert result.history[0]["verdicts"] == {"BUG": None, "REQUIREMENTS": None, "SUCCESS": None}
-    assert result.source == "canonical"
+    assert result.history[0]["rejected"] == "verifier"
+    # the rule restatement is rejected only by a NO: an unparsable verdict on it says nothing
+    assert (result.source, result.history[1]["rejected"]) == ("rule", None)
 
 
 def test_seeds_change_the_requests_and_equal_inputs_repeat_them():
@@ -335,8 +343,8 @@ def test_an_answer_that_copies_the_refine_request_is_rejected_whatever_the_verif
     assert form_problem(HUMANIZE, copy, messages, "Short.").startswith("repeats the request instead of restating")
     script = Script(copy, ALL_YES)
     result = reconstruct_statement(HUMANIZE, script, attempts=1, prompts=REAL_PROMPTS)
-    assert (result.source, result.history[0]["rejected"]) == ("canonical", "form")
-    assert len(script.requests) == 1  # the verifier was never asked
+    assert (result.source, result.history[0]["rejected"]) == ("rule", "form")
+    assert len(script.requests) == 2  # the verifier was asked of the rule restatement only
 
 
 def test_the_statement_itself_or_a_near_copy_is_not_a_paraphrase():

@@ -44,7 +44,7 @@ from raydist.views import Prepared, RepoFiles, ViewOptions, levels_needing
 from raydist.views.l1.statement import load_l1_prompts, paraphrase_budget, reconstruct_statement
 
 #: Part of every cache key, per kind: raise one when a change makes that kind's records wrong.
-PREPARATION_VERSION = {"L1": 5, "L4": 4}
+PREPARATION_VERSION = {"L1": 6, "L4": 4}
 
 
 @dataclass(frozen=True)
@@ -132,22 +132,24 @@ def prepared_for(level: str, records: Mapping[str, Mapping | None]) -> Prepared:
     )
 
 
-def prepare_statement(instance, seed: int, complete: Complete, options: ViewOptions) -> dict:
+def prepare_statement(instance, seed: int, complete: Complete | None, options: ViewOptions) -> dict:
     """The L1 record of ``instance`` for ``seed``: ``{"text", "source", "attempts", "history"}``
-    (``raydist.views.l1.statement.StatementResult`` as JSON), §III-B.
+    (``raydist.views.l1.statement.StatementResult`` as JSON), §III-B; ``complete`` None (no
+    view model): the seeded rule restatement, unjudged.
 
-    Raises ``PreparationError`` when every attempt failed on the LLM call itself (a dead
-    server must not be cached as "no paraphrase passed the verifier").
+    Raises ``PreparationError`` when every paraphrase attempt failed on the LLM call itself (a
+    dead server must not be cached as "no paraphrase passed the verifier": the rule restatement
+    would stand in for paraphrases the model never got to write).
     """
     prompts = load_l1_prompts(options.prompts_dir)
     budget = paraphrase_budget(instance.problem_statement, cap=options.l1_max_tokens)
     result = reconstruct_statement(instance.problem_statement, complete, attempts=options.l1_attempts,
                                    seed=seed, prompts=prompts, max_tokens=budget)
     record = json.loads(result.to_json())
-    history = record.get("history") or []
-    if record["source"] == "canonical" and history and all(h.get("error") for h in history):
+    calls = [h for h in record.get("history") or [] if h.get("prompt") != "rule"]
+    if record["source"] != "paraphrase" and calls and all(h.get("error") for h in calls):
         raise PreparationError(f"L1 for {instance.instance_id!r} seed {seed}: every LLM call failed; "
-                               f"last: {history[-1]['error']}")
+                               f"last: {calls[-1]['error']}")
     return record
 
 
@@ -166,7 +168,7 @@ def run_preparation(task: PrepTask, instance, options: ViewOptions, *, cache_dir
     """Compute one preparation record (plain Python; the Ray task in ``scheduler`` calls it).
 
     ``endpoint`` is the view model's ``ModelEndpoint`` (None: L4 uses only the deterministic
-    rewriter; L1 cannot run); ``grading_timeout_s`` bounds each L4 test-gate run, in seconds.
+    rewriter, L1 only the rule restatement); ``grading_timeout_s`` bounds each L4 test-gate run, in seconds.
     L4's gate runs the instance's tests through the test-execution service
     (``raydist.grading.runner_for``): pytest + junit on raydist's image of a recipe row, swebench's
     eval script on an official 5.x row's own image (the row's ``image``, else its name under
@@ -176,8 +178,6 @@ def run_preparation(task: PrepTask, instance, options: ViewOptions, *, cache_dir
     """
     complete = None if endpoint is None else view_model_complete(endpoint, options)
     if task.kind == "L1":
-        if complete is None:
-            raise ValueError(f"L1 of {task.instance_id!r} needs a view model (view.model) and none is served")
         return prepare_statement(instance, task.seed, complete, options)
     client, tag, repo = _l4_image(task, instance, cache_dir=cache_dir, docker_host=docker_host, base_image=base_image,
                                   namespace=image_namespace)

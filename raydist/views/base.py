@@ -148,7 +148,8 @@ class Prepared:
     §III-E); ``raydist.cluster.prepare`` computes it, caches it and hands it to ``build_view``.
 
     ``statement``: the L1 statement shown to the agent; ``statement_source`` is
-    ``"paraphrase"`` (verified) or ``"canonical"`` (no attempt passed), ``statement_attempts``
+    ``"paraphrase"`` (verified), ``"rule"`` (the seeded rule restatement: no paraphrase passed,
+    or no model) or ``"canonical"`` (the verifier rejected that too), ``statement_attempts``
     the paraphrase attempts spent. ``rewrites``: L4's test-gated files (relative path -> text in
     original coordinates); ``rewrite_meta``: per-function provenance (``llm``,
     ``deterministic`` or ``unchanged`` and why).

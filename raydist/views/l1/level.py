@@ -4,8 +4,9 @@ The agent is shown a paraphrase of the problem statement that an LLM verifier ju
 preserve the bug description, the requirements and the success criteria, with every
 identifier, path and code block verbatim (``raydist.views.l1.statement``). The paraphrase
 needs an LLM, so it is computed before the view is built (``raydist.cluster.prepare``) and
-handed in as ``Prepared.statement``; when no attempt passed the verifier the canonical
-statement is shown and the view records it.
+handed in as ``Prepared.statement``; when no attempt passed the verifier the statement is
+restated by seeded rules (``raydist.views.l1.rules``), and only when the verifier rejects that
+too is the canonical statement shown; the view records which.
 """
 
 from __future__ import annotations
@@ -14,16 +15,17 @@ from dataclasses import replace
 
 from raydist.views.base import MissingPreparation, Prepared, RepoFiles, View, ViewOptions
 from raydist.views.instance import ViewInstance
+from raydist.views.l1.statement import SOURCES
 
 
 def statement_level(view: View, instance: ViewInstance, repo: RepoFiles, seed: int, options: ViewOptions,
                     prepared: Prepared) -> View:
     """Show ``prepared.statement`` in place of the canonical problem statement.
 
-    Records ``meta["l1_source"]`` (``paraphrase`` or ``canonical``) and
+    Records ``meta["l1_source"]`` (``paraphrase``, ``rule`` or ``canonical``) and
     ``meta["l1_attempts"]``. Raises ``MissingPreparation`` when no statement was prepared.
     """
-    if prepared.statement is None or prepared.statement_source not in ("paraphrase", "canonical"):
+    if prepared.statement is None or prepared.statement_source not in SOURCES:
         raise MissingPreparation(
             f"L1 view of {view.instance_id!r} seed {seed} needs a prepared statement "
             "(raydist.cluster.prepare.prepare_statement); none was given"

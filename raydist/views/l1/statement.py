@@ -14,8 +14,12 @@ is refined with the verifier's feedback. One attempt is:
 4. ask the verifier: BUG, REQUIREMENTS and SUCCESS, each YES or NO, and a one-line REASON;
    accept only when all three are YES.
 
-When no attempt is accepted the agent sees the canonical statement and the result says so.
-The only way to a model is the injected ``complete`` callable, so this module stays pure.
+When no attempt is accepted, or there is no model, the statement is restated by fixed seeded
+rules (``raydist.views.l1.rules.rule_paraphrase``: scaffolding dropped, discourse phrases
+rewritten, lists renumbered, independent paragraphs reordered, every protected span kept and
+checked), which the verifier still judges when there is a model; only when it rejects that
+too does the agent see the canonical statement, and the result says which. The only way to a
+model is the injected ``complete`` callable, so this module stays pure.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import Any
 from raydist._util.protocols import Complete
 from raydist.prompts import read_templates, render
 from raydist.views.l1._spans import missing_spans, normalise, protected_spans
+from raydist.views.l1.rules import rule_paraphrase
 
 __all__ = [
     "ASPECTS",
@@ -45,6 +50,7 @@ __all__ = [
     "parse_verdict",
     "protected_spans",
     "reconstruct_statement",
+    "rule_paraphrase",
 ]
 
 ASPECTS = ("BUG", "REQUIREMENTS", "SUCCESS")
@@ -113,14 +119,20 @@ def load_l1_prompts(prompts_dir: str | Path) -> L1Prompts:
     return L1Prompts(**read_templates(prompts_dir, {n.removeprefix("l1_"): n for n in PROMPT_FILES}, "L1"))
 
 
+SOURCES = ("paraphrase", "rule", "canonical")
+"""Where an L1 statement came from: a verified LLM paraphrase, the rule restatement, the statement itself."""
+
+
 @dataclass(frozen=True)
 class StatementResult:
     """What Level 1 shows the agent, and how it got there.
 
     Attributes:
         text: the statement the agent is shown.
-        source: "paraphrase" (a verified paraphrase) or "canonical" (no attempt passed).
-        attempts: model paraphrase attempts spent (1..N).
+        source: "paraphrase" (a verified paraphrase), "rule" (no paraphrase passed, or no
+            model: the seeded rule restatement, not rejected by the verifier) or "canonical"
+            (the verifier rejected that too).
+        attempts: model paraphrase attempts spent (0 without a model).
         history: one dict per attempt, in order, with keys
             ``attempt`` (1-based), ``prompt`` ("paraphrase" or "refine"), ``request_seed``,
             ``candidate`` (cleaned answer, None when the call failed), ``missing`` (list of
@@ -129,6 +141,8 @@ class StatementResult:
             asked), ``error`` ("<ExceptionType>: <message>" of a failed model call, else
             None), ``rejected`` (None when accepted, else "error", "empty", "unchanged",
             "form" (see ``form_problem``; ``reason`` says which), "missing_spans" or "verifier").
+            The rule restatement's entry, last, has ``prompt`` "rule"; an ``error`` there (the
+            verifier could not be asked) does not reject it: its spans are checked without a model.
     """
 
     text: str
@@ -137,8 +151,8 @@ class StatementResult:
     history: tuple[dict, ...] = field(default=())
 
     def __post_init__(self):
-        if self.source not in ("paraphrase", "canonical"):
-            raise ValueError(f"StatementResult.source must be 'paraphrase' or 'canonical', got {self.source!r}")
+        if self.source not in SOURCES:
+            raise ValueError(f"StatementResult.source must be one of {', '.join(SOURCES)}, got {self.source!r}")
 
     def to_json(self) -> str:
         """This result as one JSON object (``history`` as a list)."""
@@ -214,27 +228,31 @@ def parse_verdict(answer: str) -> tuple[dict[str, str | None], str]:
     return verdicts, reason.group(1).strip() if reason else ""
 
 
-def reconstruct_statement(statement: str, complete: Complete, *, attempts: int = 3, seed: int = 0,
+def reconstruct_statement(statement: str, complete: Complete | None, *, attempts: int = 3, seed: int = 0,
                           prompts: L1Prompts, max_tokens: int | None = None,
                           verify_max_tokens: int = VERIFY_MAX_TOKENS) -> StatementResult:
-    """Paraphrase ``statement``, verify and refine it (SchrodingerRepo §III-B).
+    """Paraphrase ``statement``, verify and refine it (SchrodingerRepo §III-B); without an
+    accepted paraphrase, restate it by rules.
 
     Args:
         statement: the canonical problem statement.
         complete: ``complete(messages, *, seed, max_tokens, grammar) -> str``; the only model
-            access. An exception it raises fails that attempt and is recorded in its history
-            entry; it is never raised from here.
+            access, or None (no view model: the rule restatement, unjudged). An exception it
+            raises fails that attempt and is recorded in its history entry; it is never raised
+            from here.
         attempts: model attempts allowed, 1..999.
         seed: the run's seed. Attempt ``a`` sends request seed ``seed * 1000 + a`` to the
             generator and to the verifier, so equal inputs give equal requests and different
-            seeds different ones.
+            seeds different ones; the rule restatement is ``rule_paraphrase(statement, seed)``,
+            judged with request seed ``seed * 1000 + attempts + 1``.
         prompts: the Level 1 templates (``load_l1_prompts``).
         max_tokens: completion tokens per paraphrase; None for ``paraphrase_budget(statement)``.
         verify_max_tokens: completion tokens per verdict.
 
     Returns:
-        The first accepted paraphrase (``source="paraphrase"``), or the statement itself with
-        ``source="canonical"`` and ``attempts`` equal to the allowed attempts.
+        The first accepted paraphrase (``source="paraphrase"``); else the rule restatement
+        (``source="rule"``) unless the verifier answered NO to one of ``ASPECTS`` for it; else
+        the statement itself (``source="canonical"``).
 
     Raises:
         ValueError: ``attempts`` outside 1..999.
@@ -244,7 +262,8 @@ def reconstruct_statement(statement: str, complete: Complete, *, attempts: int =
         raise ValueError(f"attempts must be between 1 and {MAX_ATTEMPTS}, got {attempts}")
     budget = paraphrase_budget(statement) if max_tokens is None else max_tokens
     history: list[dict] = []
-    for attempt in range(1, attempts + 1):
+    for attempt in range(1, attempts + 1 if complete is not None else 1):
+        assert complete is not None
         entry = _attempt(statement, complete, prompts, attempt=attempt, request_seed=seed * 1000 + attempt,
                          previous=history[-1] if history else None, max_tokens=budget,
                          verify_max_tokens=verify_max_tokens)
@@ -252,7 +271,36 @@ def reconstruct_statement(statement: str, complete: Complete, *, attempts: int =
         if entry["rejected"] is None:
             return StatementResult(text=entry["candidate"], source="paraphrase", attempts=attempt,
                                    history=tuple(history))
-    return StatementResult(text=statement, source="canonical", attempts=attempts, history=tuple(history))
+    spent = len(history)
+    rule = _rule_entry(statement, complete, prompts, attempt=spent + 1, request_seed=seed * 1000 + spent + 1,
+                       seed=seed, verify_max_tokens=verify_max_tokens)
+    history.append(rule)
+    if rule["rejected"] is None:
+        return StatementResult(text=rule["candidate"], source="rule", attempts=spent, history=tuple(history))
+    return StatementResult(text=statement, source="canonical", attempts=spent, history=tuple(history))
+
+
+def _rule_entry(statement: str, complete: Complete | None, prompts: L1Prompts, *, attempt: int, request_seed: int,
+                seed: int, verify_max_tokens: int) -> dict:
+    """The history entry of the rule restatement, judged by the verifier when there is a model."""
+    candidate = rule_paraphrase(statement, seed)
+    entry: dict[str, Any] = {"attempt": attempt, "prompt": "rule", "request_seed": request_seed,
+                             "candidate": candidate, "missing": missing_spans(statement, candidate), "verdicts": {},
+                             "reason": None, "error": None, "rejected": None}
+    if entry["missing"]:  # rule_paraphrase checks this itself: a rule that loses a span is a raydist bug
+        raise AssertionError(f"rule_paraphrase lost protected spans: {entry['missing']}")
+    if complete is None:
+        return entry
+    try:
+        verdict = complete(prompts.messages("verify", statement=statement, candidate=candidate),
+                           seed=request_seed, max_tokens=verify_max_tokens, grammar=VERIFIER_GRAMMAR)
+    except Exception as exc:  # noqa: BLE001 - the verifier could not judge it: the checked rule stands
+        return entry | {"error": f"{type(exc).__name__}: {exc}"}
+    verdicts, reason = parse_verdict(verdict)
+    entry |= {"verdicts": verdicts, "reason": reason}
+    if any(verdicts[aspect] == "NO" for aspect in ASPECTS):
+        entry["rejected"] = "verifier"
+    return entry
 
 
 #: A paraphrase this close to the statement (difflib ratio) restates nothing.
