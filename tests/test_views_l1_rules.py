@@ -84,3 +84,10 @@ def test_a_phrase_inside_code_or_quotes_is_never_rewritten():
     text = rule_paraphrase(statement, 0)
     assert "`does not`" in text and '"does not exist"' in text and "this doesn't." in text
     assert set(protected_spans(statement)) <= {s for s in protected_spans(text)}
+
+
+def test_an_indented_code_block_is_code_too():
+    statement = "Summary line\n\nIt fails:\n\n    if value is not None:\n        run(value)\n\nBut it should not."
+    text = rule_paraphrase(statement, 1)
+    assert "    if value is not None:\n        run(value)" in text  # "is not" stays inside the code
+    assert "However, it should not." in text or "Yet it should not." in text

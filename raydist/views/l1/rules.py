@@ -15,7 +15,7 @@ rules, each of which leaves meaning alone:
 4. independent paragraphs are reordered by the seed: the first paragraph (the summary) stays
    first, a paragraph ending with a colon stays before what it introduces, and a code block
    stays after the paragraph that shows it;
-5. the summary line gets a lead-in chosen by the seed ("Summary: ", "Problem: "...).
+5. the summary line gets a lead-in chosen by the seed ("Summary: ", "Problem: "...; ``LEAD_INS``).
 
 Code blocks, inline code and every other protected span (``raydist.views.l1._spans``:
 identifiers, paths, numbers inside code, error messages, quoted literals, URLs) are never
@@ -78,15 +78,15 @@ _BULLET = re.compile(r"^(\s*)([*-])(\s+)")
 
 def rule_paraphrase(statement: str, seed: int) -> str:
     """``statement`` restated by the rules above, the choices made by ``seed`` (the same
-    statement and seed give the same text in every process; different seeds differ at
-    least in the lead-in). Every protected span of ``statement`` is kept verbatim
+    statement and seed give the same text in every process; seeds that differ modulo
+    ``len(LEAD_INS)`` differ at least in the lead-in). Every protected span of ``statement`` is kept verbatim
     (``missing_spans`` of the result is empty: a rule that lost one is dropped), and the
     result always differs from ``statement``. Pure: no model, no randomness beyond the seed."""
     text = normalise(statement).strip("\n")
     rng = random.Random(f"raydist-l1-rule:{seed}")
     plans = [("scaffold", "lexicon", "lists", "reorder"), ("scaffold", "lists", "reorder"), ("reorder",), ()]
     choices: dict = {"lexicon": [rng.randrange(len(v)) for _, v in LEXICON], "ordered": rng.random() < 0.5,
-                     "shuffle": rng.randrange(2 ** 32), "lead": rng.randrange(len(LEAD_INS))}
+                     "shuffle": rng.randrange(2 ** 32), "lead": seed % len(LEAD_INS)}
     for plan in plans:
         candidate = _lead_in(_apply(text, plan, choices), choices["lead"])
         if not missing_spans(statement, candidate) and normalise(candidate).strip() != normalise(statement).strip():
@@ -135,7 +135,9 @@ def _blocks(text: str) -> list[str]:
 
 
 def _is_code(block: str) -> bool:
-    return bool(_FENCE_LINE.match(block))
+    """A fenced block, or an indented one (every line starts with four spaces or a tab)."""
+    lines = [line for line in block.split("\n") if line.strip()]
+    return bool(_FENCE_LINE.match(block)) or (bool(lines) and all(line.startswith(("    ", "\t")) for line in lines))
 
 
 def _drop_scaffold(block: str) -> str:
