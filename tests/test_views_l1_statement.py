@@ -204,14 +204,16 @@ def test_a_candidate_missing_spans_is_refined_without_asking_the_verifier():
     assert [r["seed"] for r in script.requests] == [1, 2, 2]
 
 
-def test_verifier_saying_no_every_time_to_the_rule_restatement_too_leaves_the_canonical_statement():
+def test_verifier_saying_no_every_time_leaves_the_rule_restatement_marked_disputed():
     no = "BUG: YES\nREQUIREMENTS: NO\nSUCCESS: YES\nREASON: the table headers use case is gone."
     script = Script(HUMANIZE_PARAPHRASE, no, HUMANIZE_PARAPHRASE, no, HUMANIZE_PARAPHRASE, no, no)
     result = reconstruct_statement(HUMANIZE, script, attempts=3, prompts=PROBE_PROMPTS)
-    assert (result.source, result.text, result.attempts, len(result.history)) == ("canonical", HUMANIZE, 3, 4)
+    rule = rule_paraphrase(HUMANIZE, 0)
+    assert (result.source, result.text, result.attempts, len(result.history)) == ("rule", rule, 3, 4)
     assert [entry["prompt"] for entry in result.history] == ["paraphrase", "refine", "refine", "rule"]
-    assert {entry["rejected"] for entry in result.history} == {"verifier"}
-    assert script.users()[6] == f"VERIFY {rule_paraphrase(HUMANIZE, 0)}"  # the verifier judged the rule one
+    assert [entry["rejected"] for entry in result.history] == ["verifier", "verifier", "verifier", None]
+    assert (result.history[3]["verdicts"]["REQUIREMENTS"], result.history[3]["disputed"]) == ("NO", True)
+    assert script.users()[6] == f"VERIFY {rule}"  # the verifier judged the rule one
     assert result.history[2]["verdicts"] == {"BUG": "YES", "REQUIREMENTS": "NO", "SUCCESS": "YES"}
     assert script.users()[2].endswith(
         "| verdicts=[('BUG', 'YES'), ('REQUIREMENTS', 'NO'), ('SUCCESS', 'YES')] | "

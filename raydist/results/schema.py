@@ -64,7 +64,7 @@ RUNS_SCHEMA = pa.schema(
         pa.field("view_meta", pa.string()),
         # L1 (§III-B): "paraphrase" when a verified paraphrase was shown, "rule" when the seeded
         # rule restatement was (no paraphrase passed, or no view model), "canonical" when the
-        # verifier rejected that too (or the level has no L1), with the model attempts spent.
+        # statement itself was (the level has no L1), with the model attempts spent.
         pa.field("statement_source", pa.string()),
         pa.field("statement_attempts", pa.int64()),
         # Action taxonomy (§IV RQ2): steps per category, from raydist.agents.taxonomy.

@@ -149,7 +149,7 @@ class Prepared:
 
     ``statement``: the L1 statement shown to the agent; ``statement_source`` is
     ``"paraphrase"`` (verified), ``"rule"`` (the seeded rule restatement: no paraphrase passed,
-    or no model) or ``"canonical"`` (the verifier rejected that too), ``statement_attempts``
+    or no model) or ``"canonical"`` (the statement itself), ``statement_attempts``
     the paraphrase attempts spent. ``rewrites``: L4's test-gated files (relative path -> text in
     original coordinates); ``rewrite_meta``: per-function provenance (``llm``,
     ``deterministic`` or ``unchanged`` and why).

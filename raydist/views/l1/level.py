@@ -5,8 +5,7 @@ preserve the bug description, the requirements and the success criteria, with ev
 identifier, path and code block verbatim (``raydist.views.l1.statement``). The paraphrase
 needs an LLM, so it is computed before the view is built (``raydist.cluster.prepare``) and
 handed in as ``Prepared.statement``; when no attempt passed the verifier the statement is
-restated by seeded rules (``raydist.views.l1.rules``), and only when the verifier rejects that
-too is the canonical statement shown; the view records which.
+restated by seeded rules (``raydist.views.l1.rules``); the view records which.
 """
 
 from __future__ import annotations

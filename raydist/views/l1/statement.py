@@ -17,8 +17,10 @@ is refined with the verifier's feedback. One attempt is:
 When no attempt is accepted, or there is no model, the statement is restated by fixed seeded
 rules (``raydist.views.l1.rules.rule_paraphrase``: scaffolding dropped, discourse phrases
 rewritten, lists renumbered, independent paragraphs reordered, every protected span kept and
-checked), which the verifier still judges when there is a model; only when it rejects that
-too does the agent see the canonical statement, and the result says which. The only way to a
+checked). The verifier still judges it when there is a model, and its verdict is recorded (a
+NO marks the restatement ``disputed``), but it does not replace it: what the rules change is
+fixed and checked, while a small verifier's NO is noise (the embedded Gemma 3 270M said NO to 9
+of 12 built-in restatements, with reasons about neither text). The only way to a
 model is the injected ``complete`` callable, so this module stays pure.
 """
 
@@ -130,8 +132,8 @@ class StatementResult:
     Attributes:
         text: the statement the agent is shown.
         source: "paraphrase" (a verified paraphrase), "rule" (no paraphrase passed, or no
-            model: the seeded rule restatement, not rejected by the verifier) or "canonical"
-            (the verifier rejected that too).
+            model: the seeded rule restatement) or "canonical" (the statement itself: a record
+            made before the rule restatement existed, or a level without L1).
         attempts: model paraphrase attempts spent (0 without a model).
         history: one dict per attempt, in order, with keys
             ``attempt`` (1-based), ``prompt`` ("paraphrase" or "refine"), ``request_seed``,
@@ -141,8 +143,9 @@ class StatementResult:
             asked), ``error`` ("<ExceptionType>: <message>" of a failed model call, else
             None), ``rejected`` (None when accepted, else "error", "empty", "unchanged",
             "form" (see ``form_problem``; ``reason`` says which), "missing_spans" or "verifier").
-            The rule restatement's entry, last, has ``prompt`` "rule"; an ``error`` there (the
-            verifier could not be asked) does not reject it: its spans are checked without a model.
+            The rule restatement's entry, last, has ``prompt`` "rule", ``rejected`` None and
+            ``disputed``: whether the verifier said NO to one of ``ASPECTS`` for it (an ``error``
+            there means the verifier could not be asked).
     """
 
     text: str
@@ -251,8 +254,7 @@ def reconstruct_statement(statement: str, complete: Complete | None, *, attempts
 
     Returns:
         The first accepted paraphrase (``source="paraphrase"``); else the rule restatement
-        (``source="rule"``) unless the verifier answered NO to one of ``ASPECTS`` for it; else
-        the statement itself (``source="canonical"``).
+        (``source="rule"``), the verifier's verdict on it in the last history entry.
 
     Raises:
         ValueError: ``attempts`` outside 1..999.
@@ -275,9 +277,7 @@ def reconstruct_statement(statement: str, complete: Complete | None, *, attempts
     rule = _rule_entry(statement, complete, prompts, attempt=spent + 1, request_seed=seed * 1000 + spent + 1,
                        seed=seed, verify_max_tokens=verify_max_tokens)
     history.append(rule)
-    if rule["rejected"] is None:
-        return StatementResult(text=rule["candidate"], source="rule", attempts=spent, history=tuple(history))
-    return StatementResult(text=statement, source="canonical", attempts=spent, history=tuple(history))
+    return StatementResult(text=rule["candidate"], source="rule", attempts=spent, history=tuple(history))
 
 
 def _rule_entry(statement: str, complete: Complete | None, prompts: L1Prompts, *, attempt: int, request_seed: int,
@@ -286,7 +286,7 @@ def _rule_entry(statement: str, complete: Complete | None, prompts: L1Prompts, *
     candidate = rule_paraphrase(statement, seed)
     entry: dict[str, Any] = {"attempt": attempt, "prompt": "rule", "request_seed": request_seed,
                              "candidate": candidate, "missing": missing_spans(statement, candidate), "verdicts": {},
-                             "reason": None, "error": None, "rejected": None}
+                             "reason": None, "error": None, "rejected": None, "disputed": False}
     if entry["missing"]:  # rule_paraphrase checks this itself: a rule that loses a span is a raydist bug
         raise AssertionError(f"rule_paraphrase lost protected spans: {entry['missing']}")
     if complete is None:
@@ -297,10 +297,8 @@ def _rule_entry(statement: str, complete: Complete | None, prompts: L1Prompts, *
     except Exception as exc:  # noqa: BLE001 - the verifier could not judge it: the checked rule stands
         return entry | {"error": f"{type(exc).__name__}: {exc}"}
     verdicts, reason = parse_verdict(verdict)
-    entry |= {"verdicts": verdicts, "reason": reason}
-    if any(verdicts[aspect] == "NO" for aspect in ASPECTS):
-        entry["rejected"] = "verifier"
-    return entry
+    return entry | {"verdicts": verdicts, "reason": reason,
+                    "disputed": any(verdicts[aspect] == "NO" for aspect in ASPECTS)}
 
 
 #: A paraphrase this close to the statement (difflib ratio) restates nothing.
