@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 
 from raydist.cluster.failures import Failure, error_row
 from raydist.cluster.job import Job
-from raydist.cluster.prepare import describe_record, prepared_of
+from raydist.cluster.prepare import describe_record, preparation_tasks, prepared_of
 from raydist.cluster.scheduler import (
     ClusterTooSmall,
     UnitProgress,
@@ -157,8 +157,7 @@ def views(job: Job, units: tuple[RunUnit, ...], settings: UnitSettings, servers:
     records: dict[Where, dict] = {}
     errors: dict[Where, Failure] = {}
     todo = []
-    wanted = {(u.instance_id, u.seed, kind) for u in units for kind in levels_needing(u.level)}
-    for task in (t for t in job.preparations if (t.instance_id, t.seed, t.kind) in wanted):
+    for task in preparation_tasks(units):
         record = cache.get(job.preparations[task])
         if record is None:
             todo.append(task)
