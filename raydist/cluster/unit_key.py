@@ -81,12 +81,14 @@ def build_plan(
     agent: str,
     levels: Sequence[str],
     seeds: Sequence[int],
-    config_hash: str,
+    config_hash: str | Mapping[str, str],
 ) -> list[RunUnit]:
     """Every unit of instances x levels x seeds for one model and agent, in a stable order
-    (instance, level, seed). Scripted agents do not use a model, so their units record
-    ``model="-"`` and are shared across model sweeps."""
+    (instance, level, seed), with ``config_hash`` (one for every level, or one per level).
+    Scripted agents do not use a model, so their units record ``model="-"`` and are shared
+    across model sweeps."""
     model_field = "-" if agent in SCRIPTED_AGENTS else model
+    per_level = {level: config_hash for level in levels} if isinstance(config_hash, str) else config_hash
     return [
         RunUnit(
             instance_id=inst.instance_id,
@@ -95,7 +97,7 @@ def build_plan(
             agent=agent,
             level=level,
             seed=int(seed),
-            config_hash=config_hash,
+            config_hash=per_level[level],
         )
         for inst in instances
         for level in levels
@@ -139,8 +141,5 @@ def plan_units(instances: Sequence, *, model: str, agent: str, levels: Sequence[
     marks = {level: [keys[any_instance[kind]] for kind in kinds] for level, kinds in needs.items()}
     base = stable_hash(config)
     config_hash = {level: stable_hash([base, *mark]) if mark else base for level, mark in marks.items()}
-    model_field = "-" if agent in SCRIPTED_AGENTS else model
-    units = tuple(RunUnit(instance_id=inst.instance_id, instance_hash=inst.content_hash(), model=model_field,
-                          agent=agent, level=level, seed=int(seed), config_hash=config_hash[level])
-                  for inst in instances for level in levels for seed in seeds)
-    return UnitPlan(units, {task: keys[task] for task in tasks})
+    units = build_plan(instances, model=model, agent=agent, levels=levels, seeds=seeds, config_hash=config_hash)
+    return UnitPlan(tuple(units), {task: keys[task] for task in tasks})
