@@ -319,6 +319,22 @@ def test_a_sign_flip_row_says_whether_its_bootstrap_interval_agrees_with_its_tes
     assert result["interval_agrees"] is (excludes_zero == (result["p_value"] < 0.05))
 
 
+def test_a_bootstrap_interval_that_disagrees_with_its_sign_flip_test_is_flagged_and_named():
+    # Three instances, each resolved at 3 of 3 seeds at L0 and 2 of 3 at L2: every difference is
+    # -1/3, so every resample's mean is -1/3 and the interval [-33.3, -33.3] excludes 0, while the
+    # exact sign-flip p is 2 / 2^3 = 0.25.
+    rows = []
+    for instance in ("i1", "i2", "i3"):
+        rows += verdicts(instance, "L0", "RRR") + verdicts(instance, "L2", "RRU")
+    result = one_row(sg.paired_significance(table(rows)), level="L2")
+    assert (result["test"], result["p_value"]) == (sg.SIGN_FLIP, pytest.approx(0.25, rel=1e-12))
+    assert (result["ci_low"], result["ci_high"]) == pytest.approx((-100 / 3, -100 / 3), rel=1e-9)
+    assert result["interval_agrees"] is False
+    from raydist.reporting.sections import _significance
+
+    assert any("disagree" in line and "m / a / L2" in line for line in _significance(table(rows), 0).text)
+
+
 def test_holm_adjusts_a_fixed_set_of_p_values_by_hand():
     # sorted 0.005, 0.01, 0.03, 0.04 of m = 4: 4 * 0.005 = 0.02, 3 * 0.01 = 0.03, 2 * 0.03 = 0.06,
     # 1 * 0.04 = 0.04 -> running max 0.06; back in the given order:

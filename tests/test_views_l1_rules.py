@@ -91,3 +91,13 @@ def test_an_indented_code_block_is_code_too():
     text = rule_paraphrase(statement, 1)
     assert "    if value is not None:\n        run(value)" in text  # "is not" stays inside the code
     assert "However, it should not." in text or "Yet it should not." in text
+
+
+def test_a_rule_that_would_change_a_protected_span_is_dropped_for_that_statement():
+    # A traceback line outside code is a protected span; the lexicon would turn its "does not"
+    # into "doesn't". The check sees the lost span and the restatement goes without the lexicon.
+    statement = "Summary line\n\nIt fails with\nKeyError: key does not exist\nBut only on Linux."
+    assert "KeyError: key does not exist" in protected_spans(statement)
+    text = rule_paraphrase(statement, 0)
+    assert "KeyError: key does not exist" in text and missing_spans(statement, text) == []
+    assert "But only on Linux." in text  # the lexicon ("But" -> ...) was dropped with it
