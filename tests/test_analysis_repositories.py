@@ -76,8 +76,8 @@ def test_a_run_directory_without_runs_parquet_is_reported_unfinished(tmp_path):
 def test_a_cell_with_fewer_finished_instances_is_reported_short():
     rows = [unit(i, "L0") for i in ("i1", "i2", "i3")]
     rows += [unit("i1", "L2"), unit("i2", "L2", outcome="infrastructure_error")]  # i3 never ran at L2
-    assert runs.short_cells(table(rows)) == [{"model": "m", "agent": "a", "level": "L2", "seed": 0, "instances": 3,
-                                              "finished": 1, "errors": 1, "missing": ["i2", "i3"]}]
+    assert runs.short_cells(table(rows)) == [{"model": "m", "agent": "a", "level": "L2", "seed": 0, "attempt": 0,
+                                              "instances": 3, "finished": 1, "errors": 1, "missing": ["i2", "i3"]}]
 
 
 def test_a_folder_without_runs_parquet_raises_a_named_error(tmp_path):

@@ -92,9 +92,9 @@ def test_an_unknown_key_is_refused_with_the_keys_allowed_there():
 def test_a_key_added_with_plus_that_no_schema_has_is_refused_naming_it():
     # Hydra's ``+`` adds keys the schema lacks and a merge with the schema keeps them.
     assert preflight(["+levls=[L1]"]) == ("config key levls: not a setting; allowed keys there: agent, model, "
-                                          "levels, seeds, dry_run, gate, view, benchmark, sandbox, cluster, resume, "
-                                          "budget, judge, agents, local_models, data_root, cache_dir, output_root, "
-                                          "storage")
+                                          "levels, seeds, attempts, dry_run, gate, view, benchmark, sandbox, "
+                                          "cluster, resume, budget, judge, agents, local_models, data_root, "
+                                          "cache_dir, output_root, storage")
     assert preflight(["+sandbox.limits.gpus=1"]).startswith("config key sandbox.limits.gpus: not a setting; "
                                                              "allowed keys there: cpus, memory, pids")
     assert preflight(["+sweep=full_levels"]) is None

@@ -31,8 +31,8 @@ def _units(agent="miniswe", model="gemma3-270m", config_hash="c0"):
 
 def _row(unit: RunUnit, **extra) -> dict:
     row = {"key": unit.key, "instance_id": unit.instance_id, "model": unit.model, "agent": unit.agent,
-           "level": unit.level, "seed": unit.seed, "config_hash": unit.config_hash, "resolved": False,
-           "outcome": "resolved" if extra.get("resolved") else "unresolved"}
+           "level": unit.level, "seed": unit.seed, "attempt": unit.attempt, "config_hash": unit.config_hash,
+           "resolved": False, "outcome": "resolved" if extra.get("resolved") else "unresolved"}
     row.update(extra)
     return row
 
@@ -166,7 +166,7 @@ def _record(step: int, command: str, category: str, **extra) -> dict:
 def _step_row(unit: RunUnit, record: dict) -> dict:
     audit = {"leaked_names": None, "memorised_count": None, "memorised_names": None}  # not in these records
     return {"key": unit.key, "instance_id": unit.instance_id, "model": unit.model, "agent": unit.agent,
-            "level": unit.level, "seed": unit.seed} | record | audit
+            "level": unit.level, "seed": unit.seed, "attempt": unit.attempt} | record | audit
 
 
 def test_steps_are_stored_with_their_row_survive_a_new_store_and_compile_in_plan_order(tmp_path):

@@ -74,7 +74,8 @@ def test_the_report_holds_table_i_the_paired_test_figure_3_stability_and_the_cas
     assert "Case study (Figure 4): i1, m / a" in md and "Chosen because: resolved at L0, not at L2." in md
     assert (f"Not read, no runs.parquet (a stopped launch; run it again to compile its rows): "
             f"{sweep / 'levels=L3'}") in md
-    assert ("| m | a | L2 | 4 | 0 | -50.0 | -50.0 | +34.2 | 2 | 0 | exact McNemar | 0.5 | 0.5 | yes |"
+    # One attempt: no run-to-run sd, so the noise floor and whether Δ exceeds it are undefined ('-').
+    assert ("| m | a | L2 | 4 | 0 | -50.0 | - | - | -50.0 | +34.2 | 2 | 0 | exact McNemar | 0.5 | 0.5 | yes |"
             in md.replace("+-", "-"))
     html = (out / "report.html").read_text()
     for element in ("missing", "table-i", "significance", "figure-3", "stability", "case-study-1",

@@ -16,6 +16,7 @@ from statistics import fmean, stdev
 
 import pyarrow as pa
 
+from raydist.analysis.attempts import attempt_cells, exceeds
 from raydist.analysis.runs import (
     BASELINE,
     finished_units,
@@ -45,6 +46,13 @@ def level_table(table: pa.Table) -> list[dict]:
     here and at L0) and ``delta_pp``: the paired Δ, ``100 *`` the mean over those instances of
     the resolved share here minus at L0, percentage points (the Δ of
     ``raydist.analysis.significance.paired_significance``; None without a paired instance);
+    over repeated attempts (``raydist.analysis.attempts.cell_attempts``): ``attempts`` (k),
+    ``runs`` ((seed, attempt) pairs with a finished unit), ``pass_at_k`` (unbiased, a fraction;
+    None when no view has k finished attempts), ``pass_at_k_views``, ``run_sd`` (the run-to-run
+    standard deviation of Pass@1, a fraction; None with one attempt), ``noise_floor_pp`` (the
+    L0 noise floor of this level's Δ in points: ``raydist.analysis.attempts.noise_floor``; None
+    at L0, with one attempt, or without an L0 cell) and ``exceeds_noise_floor`` (|Δ| above it;
+    None when either is undefined);
     ``mean_steps``, ``mean_input_tokens``, ``mean_output_tokens``, ``mean_cost`` (USD): means
     over the finished units (a null counts 0), each with ``<name>_change``: ``100 * (x - x_L0)
     / x_L0`` in %. A change is None when the system has no L0 row or the L0 value is 0 (or
@@ -52,14 +60,21 @@ def level_table(table: pa.Table) -> list[dict]:
     so, in no rate but ``pass_at_1_all`` and in no mean (§V-B's metrics are over runs that
     produced a result)."""
     cells: dict[tuple, list[dict]] = {}
-    for row in table.select(["model", "agent", "level", "seed", "instance_id", "outcome", *COST_COLUMNS]).to_pylist():
+    for row in table.select(["model", "agent", "level", "seed", "attempt", "instance_id", "outcome",
+                             *COST_COLUMNS]).to_pylist():
         cells.setdefault((row["model"], row["agent"], row["level"]), []).append(row)
     rows = [_cell(model, agent, level, units) for (model, agent, level), units in cells.items()]
     baselines = {(r["model"], r["agent"]): r for r in rows if r["level"] == BASELINE}
     systems = finished_units(table)
+    noise = attempt_cells(unit for units in cells.values() for unit in units)
     for row in rows:
         _add_changes(row, baselines.get((row["model"], row["agent"])))
         row["paired"], row["delta_pp"] = _paired_delta(systems.get((row["model"], row["agent"]), {}), row["level"])
+        stats = noise[(row["model"], row["agent"], row["level"])]
+        row |= {"attempts": stats["attempts"], "runs": stats["runs"], "pass_at_k": stats["pass_at_k"],
+                "pass_at_k_views": stats["pass_at_k_views"], "run_sd": stats["run_sd"],
+                "noise_floor_pp": None if stats["noise_floor"] is None else 100 * stats["noise_floor"]}
+        row["exceeds_noise_floor"] = exceeds(row["delta_pp"], row["noise_floor_pp"])
     return sorted(rows, key=lambda r: (r["model"], r["agent"], level_key(r["level"])))
 
 

@@ -28,9 +28,10 @@ BASELINE = "L0"
 REQUIRED_COLUMNS = ("key", "instance_id", "model", "agent", "level", "seed", "resolved", "outcome", "steps",
                     "input_tokens", "output_tokens", "cost", *(f"actions_{c}" for c in ACTION_COLUMNS),
                     "model_patch")
-OPTIONAL_COLUMNS = ("task", "qa_score", "qa_scores")
-"""Columns of repository questions (``raydist.analysis.questions``), null in files written
-before raydist had them (every row of such a file is a patch task)."""
+OPTIONAL_COLUMNS = ("task", "qa_score", "qa_scores", "attempt")
+"""Columns of repository questions (``raydist.analysis.questions``) and the unit's attempt
+(``raydist.analysis.attempts``), null in files written before raydist had them (every row of
+such a file is a patch task, and its view's only attempt: 0)."""
 _SCHEMA = pa.schema([RUNS_SCHEMA.field(name) for name in (*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS)])
 
 
@@ -109,9 +110,9 @@ def unfinished_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def short_cells(table: pa.Table) -> list[dict]:
-    """The cells (model x agent x level x seed, those with at least one row) that have fewer
-    finished instances than the system (model x agent) has instances in all its rows: one dict
-    each with ``model, agent, level, seed``, ``instances`` (the system's), ``finished`` (the
+    """The cells (model x agent x level x seed x attempt, those with at least one row) that have
+    fewer finished instances than the system (model x agent) has instances in all its rows: one
+    dict each with ``model, agent, level, seed, attempt``, ``instances`` (the system's), ``finished`` (the
     cell's), ``errors`` (units of the cell that ended in an error) and ``missing`` (the
     instance ids without a finished unit, sorted). Sorted by model, agent, level, seed.
 
@@ -119,20 +120,22 @@ def short_cells(table: pa.Table) -> list[dict]:
     once, the transformed levels three times, §V-C)."""
     seen: dict[tuple, set] = {}
     cells: dict[tuple, tuple[set, list]] = {}
-    for row in table.select(["instance_id", "model", "agent", "level", "seed", "outcome"]).to_pylist():
+    for row in table.select(["instance_id", "model", "agent", "level", "seed", "attempt", "outcome"]).to_pylist():
         seen.setdefault((row["model"], row["agent"]), set()).add(row["instance_id"])
-        done, errors = cells.setdefault((row["model"], row["agent"], row["level"], row["seed"]), (set(), []))
+        done, errors = cells.setdefault((row["model"], row["agent"], row["level"], row["seed"], row["attempt"] or 0),
+                                        (set(), []))
         if row["outcome"] in FINISHED:
             done.add(row["instance_id"])
         else:
             errors.append(row["instance_id"])
     out = []
-    for (model, agent, level, seed), (done, errors) in cells.items():
+    for (model, agent, level, seed, attempt), (done, errors) in cells.items():
         expected = seen[(model, agent)]
         if len(done) < len(expected):
-            out.append({"model": model, "agent": agent, "level": level, "seed": seed, "instances": len(expected),
-                        "finished": len(done), "errors": len(errors), "missing": sorted(expected - done)})
-    return sorted(out, key=lambda r: (r["model"], r["agent"], level_key(r["level"]), r["seed"]))
+            out.append({"model": model, "agent": agent, "level": level, "seed": seed, "attempt": attempt,
+                        "instances": len(expected), "finished": len(done), "errors": len(errors),
+                        "missing": sorted(expected - done)})
+    return sorted(out, key=lambda r: (r["model"], r["agent"], level_key(r["level"]), r["seed"], r["attempt"]))
 
 
 # --- grouping ------------------------------------------------------------------------------

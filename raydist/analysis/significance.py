@@ -4,7 +4,7 @@ both, a bootstrap interval for the drop, how stable verdicts are across seeds (�
 seeded views per instance and level) and how many instances a McNemar test needs.
 
 Pairing is by instance. Each instance at a level has a resolved share: the fraction of its
-finished units (one per seed) that resolved it. When every share is 0 or 1 (one seed, or all
+finished units (one per seed and attempt) that resolved it. When every share is 0 or 1 (one seed, or all
 seeds agree) the instance has one verdict per level and the exact McNemar test applies;
 otherwise the shares are compared by a sign-flip permutation test clustered by instance.
 Resampling (bootstrap) and permutations draw from ``numpy.random.default_rng(seed)``, so a
@@ -20,15 +20,16 @@ import numpy as np
 import pyarrow as pa
 
 from raydist._util.extras import require
+from raydist.analysis.attempts import attempt_cells, exceeds
 from raydist.analysis.runs import BASELINE, finished_units, levels_against_baseline, paired_instances, resolved_share
 
 MCNEMAR = "exact McNemar"
 SIGN_FLIP = "paired sign-flip permutation"
 ASSUMPTIONS = {
-    MCNEMAR: "one verdict per instance and level (one seed, or all seeds agree); instances independent; "
-             "two-sided exact binomial test of the discordant pairs b vs c at 1/2",
-    SIGN_FLIP: "per-instance resolved share averaged over seeds; instances independent and their L0-vs-level "
-               "differences symmetric about 0 under no effect; two-sided on |mean difference|, {how}",
+    MCNEMAR: "one verdict per instance and level (one unit, or all its seeds and attempts agree); instances "
+             "independent; two-sided exact binomial test of the discordant pairs b vs c at 1/2",
+    SIGN_FLIP: "per-instance resolved share averaged over seeds and attempts; instances independent and their "
+               "L0-vs-level differences symmetric about 0 under no effect; two-sided on |mean difference|, {how}",
 }
 _CHUNK = 1000  # sign patterns drawn at a time, to bound memory on large instance sets
 
@@ -190,14 +191,23 @@ def paired_significance(table: pa.Table, *, permutations: int = 10_000, n_resamp
     conditional one (``mcnemar_interval``), which agrees with the test by construction; with
     ``SIGN_FLIP`` it is the percentile bootstrap over instances (``bootstrap_interval``,
     ``n_resamples``, ``seed``), and a disagreement is reported, not hidden. ``permutations``
-    and ``seed`` drive ``sign_flip_test`` when it is used."""
+    and ``seed`` drive ``sign_flip_test`` when it is used. ``noise_floor_pp``: the L0 noise
+    floor of Δ in points (``raydist.analysis.attempts.noise_floor``; None with one attempt)
+    and ``exceeds_noise_floor``: whether |Δ| is above it (None when it is undefined). An
+    instance's resolved share is over all its finished units: seeds x attempts."""
     out = []
+    noise = attempt_cells(table.select(["model", "agent", "level", "seed", "attempt", "instance_id",
+                                        "outcome"]).to_pylist())
     for model, agent, level, by_level, instances in levels_against_baseline(table):
         base = np.array([resolved_share(by_level[BASELINE][i]) for i in instances])
         here = np.array([resolved_share(by_level[level][i]) for i in instances])
-        out.append({"model": model, "agent": agent, "level": level, "instances": len(instances),
-                    "unpaired": len(set(by_level[BASELINE]) ^ set(by_level[level])),
-                    **_compare(base, here, permutations=permutations, n_resamples=n_resamples, seed=seed)})
+        row = {"model": model, "agent": agent, "level": level, "instances": len(instances),
+               "unpaired": len(set(by_level[BASELINE]) ^ set(by_level[level])),
+               **_compare(base, here, permutations=permutations, n_resamples=n_resamples, seed=seed)}
+        floor = noise[(model, agent, level)]["noise_floor"]
+        row["noise_floor_pp"] = None if floor is None else 100 * floor
+        row["exceeds_noise_floor"] = exceeds(row["delta_pp"], row["noise_floor_pp"])
+        out.append(row)
     for row, adjusted in zip(out, holm([r["p_value"] for r in out]), strict=True):
         row["p_holm"] = adjusted
     return out

@@ -38,8 +38,8 @@ def error_row(unit, failure: Failure, *, attempts: int = 1) -> dict:
     """The result row of ``unit`` (a ``RunUnit``) that could not run; the message is kept to
     4000 characters. Infrastructure errors run again (within the retry bound, and on resume)."""
     return {"key": unit.key, "instance_id": unit.instance_id, "model": unit.model, "agent": unit.agent,
-            "level": unit.level, "seed": unit.seed, "config_hash": unit.config_hash, "resolved": False,
-            "error": failure.error[:4000], "outcome": failure.outcome, "error_cause": failure.cause,
+            "level": unit.level, "seed": unit.seed, "attempt": unit.attempt, "config_hash": unit.config_hash,
+            "resolved": False, "error": failure.error[:4000], "outcome": failure.outcome, "error_cause": failure.cause,
             "attempts": attempts}
 
 

@@ -30,9 +30,11 @@ GRADING = "grading"
 
 def unit_stem(unit: RunUnit) -> str:
     """The stem of a unit's file names: the instance id made safe for a file name (an id is
-    data from an instance file and must never steer where raydist writes), level, seed, key."""
+    data from an instance file and must never steer where raydist writes), level, seed, the
+    attempt (``__a<n>``, after the first), key."""
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", unit.instance_id).lstrip("._")[:120] or "instance"
-    return f"{slug}__{unit.level}__s{unit.seed}__{unit.key[:8]}"
+    attempt = f"__a{unit.attempt}" if unit.attempt else ""
+    return f"{slug}__{unit.level}__s{unit.seed}{attempt}__{unit.key[:8]}"
 
 
 def trajectory_name(unit: RunUnit) -> str:

@@ -103,7 +103,8 @@ def error_fields(exc: BaseException) -> dict:
 def _base_row(unit: RunUnit) -> dict:
     return {
         "key": unit.key, "instance_id": unit.instance_id, "model": unit.model, "agent": unit.agent,
-        "level": unit.level, "seed": unit.seed, "config_hash": unit.config_hash, "resolved": False,
+        "level": unit.level, "seed": unit.seed, "attempt": unit.attempt, "config_hash": unit.config_hash,
+        "resolved": False,
     }
 
 

@@ -2,11 +2,13 @@
 a unit's key hashes (``unit_config``, the preparation marks of ``plan_units``) and builds the units
 (``plan_units``); ``raydist.driver.plan`` hands it the checked settings.
 
-A run unit is one (instance, model, agent, level, seed). Its key hashes everything that
+A run unit is one (instance, model, agent, level, seed, attempt). Its key hashes everything that
 determines its outcome: the instance's content, the model (for a served model, its server
 command and the sha256 of its weights), the agent's settings and prompt files' contents, the
 level, the seed, the view options, the sandbox's limits, network and base image, and the
-grading timeout (``unit_config_hash``). Re-running the same command therefore finds the same keys,
+grading timeout (``unit_config_hash``), and the attempt (``attempts=k`` runs each view k times;
+attempt 0 hashes as a unit did before attempts existed, so ``attempts=3`` after a launch with one
+attempt finds its rows and runs only attempts 1 and 2). Re-running the same command therefore finds the same keys,
 which is what makes resuming exact; changing a setting that matters yields new keys, so a
 stale row is never mistaken for a result of the new configuration.
 """
@@ -29,8 +31,10 @@ SCRIPTED_AGENTS = ("oracle", "null")
 
 @dataclass(frozen=True)
 class RunUnit:
-    """One (instance, model, agent, level, seed) to run; ``config_hash`` covers the settings
-    that change its outcome (agent settings, model settings, view options)."""
+    """One (instance, model, agent, level, seed, attempt) to run; ``config_hash`` covers the
+    settings that change its outcome (agent settings, model settings, view options).
+    ``attempt`` (0-based) numbers the independent repetitions of one view (``attempts=k``):
+    they share the view and differ only in what the agent and model do."""
 
     instance_id: str
     instance_hash: str
@@ -39,12 +43,17 @@ class RunUnit:
     level: str
     seed: int
     config_hash: str
+    attempt: int = 0
 
     @cached_property
     def key(self) -> str:
         """24 hex chars identifying this unit across launches (stable under re-runs). Computed
-        once per object (a sweep asks for it several times per unit in every phase)."""
-        return stable_hash(asdict(self), 24)
+        once per object (a sweep asks for it several times per unit in every phase). Attempt 0
+        hashes without its ``attempt`` field, as units did before attempts existed."""
+        fields = asdict(self)
+        if fields["attempt"] == 0:
+            del fields["attempt"]
+        return stable_hash(fields, 24)
 
 
 #: Agent settings that cannot change a result: how long one model call may take and how
@@ -82,11 +91,15 @@ def build_plan(
     levels: Sequence[str],
     seeds: Sequence[int],
     config_hash: str | Mapping[str, str],
+    attempts: int = 1,
 ) -> list[RunUnit]:
-    """Every unit of instances x levels x seeds for one model and agent, in a stable order
-    (instance, level, seed), with ``config_hash`` (one for every level, or one per level).
+    """Every unit of instances x levels x seeds x attempts (``range(attempts)``) for one model
+    and agent, in a stable order (instance, level, seed, attempt), with ``config_hash`` (one
+    for every level, or one per level). Raises ValueError when ``attempts`` < 1.
     Scripted agents do not use a model, so their units record ``model="-"`` and are shared
     across model sweeps."""
+    if not isinstance(attempts, int) or isinstance(attempts, bool) or attempts < 1:
+        raise ValueError(f"attempts={attempts!r}: give a whole number >= 1")
     model_field = "-" if agent in SCRIPTED_AGENTS else model
     per_level = {level: config_hash for level in levels} if isinstance(config_hash, str) else config_hash
     return [
@@ -98,10 +111,12 @@ def build_plan(
             level=level,
             seed=int(seed),
             config_hash=per_level[level],
+            attempt=attempt,
         )
         for inst in instances
         for level in levels
         for seed in seeds
+        for attempt in range(attempts)
     ]
 
 
@@ -117,9 +132,10 @@ class UnitPlan:
 
 def plan_units(instances: Sequence, *, model: str, agent: str, levels: Sequence[str], seeds: Sequence[int],
                agent_settings: Mapping, view_options: Mapping, environment: Mapping,
-               view_model_identity: str) -> UnitPlan:
-    """Every unit of ``agent`` over ``instances`` x ``levels`` x ``seeds``, in a stable order
-    (instance, level, seed; ``build_plan``), keyed by ``unit_config(agent, agent_settings,
+               view_model_identity: str, attempts: int = 1) -> UnitPlan:
+    """Every unit of ``agent`` over ``instances`` x ``levels`` x ``seeds`` x ``attempts``, in a
+    stable order (instance, level, seed, attempt; ``build_plan``; the attempts of a view share
+    its preparations), keyed by ``unit_config(agent, agent_settings,
     view_options, environment)`` and, for a level that needs preparation (L1, L4:
     ``raydist.views.levels_needing``), what decides the prepared record (version, prompt
     files, attempts, view model: ``raydist.cluster.prepare.task_key`` of any instance, with
@@ -141,5 +157,6 @@ def plan_units(instances: Sequence, *, model: str, agent: str, levels: Sequence[
     marks = {level: [keys[any_instance[kind]] for kind in kinds] for level, kinds in needs.items()}
     base = stable_hash(config)
     config_hash = {level: stable_hash([base, *mark]) if mark else base for level, mark in marks.items()}
-    units = build_plan(instances, model=model, agent=agent, levels=levels, seeds=seeds, config_hash=config_hash)
+    units = build_plan(instances, model=model, agent=agent, levels=levels, seeds=seeds, config_hash=config_hash,
+                       attempts=attempts)
     return UnitPlan(tuple(units), {task: keys[task] for task in tasks})

@@ -60,6 +60,11 @@ class LaunchConfig:
     """Repository-view levels (SchrodingerRepo §III): a list (``L0``, ``L1+L3``...) or ``implemented``."""
     seeds: Any = field(default_factory=lambda: [0])
     """View seeds: one whole number or a list (§V-C uses three)."""
+    attempts: int = 1
+    """Independent attempts of every (instance, level, seed): each its own unit and key (attempt
+    0 keeps the key a unit had before), so resuming or raising ``attempts`` runs only the
+    attempts without a row. Table I adds pass@k over them, the run-to-run standard deviation and
+    the L0 noise floor (``raydist.analysis.repositories``)."""
     dry_run: bool = keyless(False)
     """Print the plan (units, images, estimated cost and time) and exit 0; start nothing."""
     gate: bool = True
@@ -146,7 +151,8 @@ def check_config(cfg: DictConfig) -> LaunchConfig:
     """``cfg`` (the composed config) as a ``LaunchConfig`` object with every node's checks run,
     every agent entry checked, ``agent`` one of them (``None`` is ``null``), ``levels`` the
     list of level specs (``implemented`` expanded: ``raydist.views.level_specs``) and ``seeds``
-    a list, neither naming a value twice. Raises ``ConfigError`` naming the first bad key."""
+    a list, neither naming a value twice, and ``attempts`` at least 1. Raises ``ConfigError``
+    naming the first bad key."""
     try:
         return _check_launch(cfg)
     except ConfigError:
@@ -170,6 +176,9 @@ def _check_launch(cfg: DictConfig) -> LaunchConfig:
         raise ConfigError(str(exc)) from None
     launch.levels = _once("levels", levels)
     launch.seeds = _once("seeds", check_seeds(launch.seeds))
+    if isinstance(launch.attempts, bool) or not isinstance(launch.attempts, int) or launch.attempts < 1:
+        raise ConfigError(f"attempts={launch.attempts!r}: give a whole number >= 1 (each view runs that many "
+                          "times), e.g. attempts=3")
     return launch
 
 

@@ -92,6 +92,11 @@ def estimate(job: Job, todo: int, measured: list[float]) -> Estimate:
     return Estimate(seconds, cost, "; ".join(basis))
 
 
+def _attempts(units) -> str:
+    attempts = 1 + max((u.attempt for u in units), default=0)
+    return f" x {attempts} attempts" if attempts > 1 else ""
+
+
 def plan_text(job: Job) -> str:
     """The dry run's report of ``job``."""
     done = set() if job.keys_unknown else finished_keys(job)
@@ -102,7 +107,8 @@ def plan_text(job: Job) -> str:
     before = f"{len(done)} finished before, {len(todo)} to run" if not job.keys_unknown else (
         f"finished before unknown, at most {len(todo)} to run")
     lines = [f"{job.title}: dry run, nothing started", f"run directory: {job.run_dir}",
-             f"units: {len(job.units)} planned ({len(instances)} instances x {len(views)} level/seed views), {before}"]
+             f"units: {len(job.units)} planned ({len(instances)} instances x {len(views)} level/seed views"
+             f"{_attempts(job.units)}), {before}"]
     if job.keys_unknown:
         lines.append(f"  (which units finished before cannot be told without the model's weights: {job.keys_unknown})")
     lines.append("per level and seed: " + ", ".join(f"{level} s{seed}: {n}" for (level, seed), n in views.items()))

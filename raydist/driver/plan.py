@@ -79,12 +79,12 @@ def _plan(cfg: LaunchConfig, run_dir: Path) -> Job:
     scripted_environment = {**environment, **({"judge": models.judge_key} if models.judge_key else {})}
     view_options = asdict(cfg.view)  # the unit key leaves out its keyless fields (unit_config_hash)
 
-    def plan_for(name: str, settings: dict, env: dict) -> UnitPlan:
+    def plan_for(name: str, settings: dict, env: dict, attempts: int = 1) -> UnitPlan:
         return plan_units(instances, model=str(cfg.model), agent=name, levels=cfg.levels, seeds=cfg.seeds,
                           agent_settings=settings, view_options=view_options, environment=env,
-                          view_model_identity=models.view.identity)
+                          view_model_identity=models.view.identity, attempts=attempts)
 
-    planned = plan_for(str(cfg.agent), agent_cfg, {**environment, **models.environment})
+    planned = plan_for(str(cfg.agent), agent_cfg, {**environment, **models.environment}, cfg.attempts)
     units = planned.units
     if not units:
         raise JobError(f"the plan is empty: {len(instances)} instances x levels={cfg.levels} x seeds={cfg.seeds}; "
@@ -103,7 +103,7 @@ def _plan(cfg: LaunchConfig, run_dir: Path) -> Job:
             scripted = dict(cfg.agents[name])
             kind_of = scripted.pop("kind")
             gate_settings[name] = replace(settings, agent_kind=kind_of, agent_settings=AgentSettings(**scripted))
-            gate_units += plan_for(name, scripted, scripted_environment).units
+            gate_units += plan_for(name, scripted, scripted_environment).units  # one attempt per view
         gate_dir = Path(cfg.output_root) / str(cfg.benchmark.name) / GATE_DIR
         gate = GatePlan(tuple(gate_units), gate_settings, gate_dir, mirror_of(cfg.storage, gate_dir, cfg.output_root))
     title = f"raydist: {cfg.benchmark.name} / {cfg.agent}" + ("" if cfg.agent in SCRIPTED_AGENTS else f" / {cfg.model}")

@@ -1,10 +1,8 @@
 """pass@k and DyCodeEval's DyPass@k, computed exactly.
 
-pass@k is the unbiased estimator of Chen et al. 2021 (the HumanEval paper, §2.1): with
-``n`` samples of which ``c`` are correct, pass@k = 1 - C(n-c, k) / C(n, k), the probability
-that ``k`` samples drawn without replacement include a correct one. The paper evaluates
-it with a numerically stable product; here it is an exact fraction (``math.comb``),
-converted to ``float`` once at the end.
+pass@k is the unbiased estimator of Chen et al. 2021 (the HumanEval paper, §2.1), the one
+``raydist.analysis.pass_at_k`` holds: with ``n`` samples of which ``c`` are correct,
+pass@k = 1 - C(n-c, k) / C(n, k), an exact fraction converted to ``float`` once at the end.
 
 DyPass@k (DyCodeEval §5) scores a model on semantic prompt variants of each seed problem
 instead of the seed's fixed prompt. :func:`dypass_at_k` documents the definition used.
@@ -16,6 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from math import comb
 from typing import Literal
+
+from raydist.analysis.pass_at_k import pass_at_k_exact as _pass_at_k
 
 Draw = Literal["completions", "variants"]
 
@@ -83,18 +83,6 @@ def dypass_at_k(
     score = _pooled if draw == "completions" else _distinct_variants
     total = sum((_named(seed, score, variants, k) for seed, variants in results.items()), Fraction(0))
     return float(total / len(results))
-
-
-def _pass_at_k(n: int, c: int, k: int) -> Fraction:
-    if k < 1:
-        raise ValueError(f"k must be >= 1 (got k={k})")
-    if n < 0 or c < 0:
-        raise ValueError(f"sample counts must be >= 0 (got n={n}, c={c})")
-    if c > n:
-        raise ValueError(f"more correct samples than samples (c={c} > n={n})")
-    if k > n:
-        raise ValueError(f"pass@{k} needs at least {k} samples (got n={n})")
-    return 1 - Fraction(comb(n - c, k), comb(n, k))
 
 
 def _pooled(variants: Sequence[tuple[int, int]], k: int) -> Fraction:

@@ -102,25 +102,29 @@ def _sources(table, unfinished: Sequence[Path], patches) -> Section:
                     f"{', '.join(map(str, unfinished))}.")
     text.append("Every cell below with fewer finished instances than its system has: rates and tests use the "
                 "finished units only." if short else "No cell is missing a finished instance.")
-    rows = tuple((c["model"], c["agent"], c["level"], c["seed"], c["instances"], c["finished"], c["errors"],
-                  " ".join(c["missing"])) for c in short)
+    rows = tuple((c["model"], c["agent"], c["level"], c["seed"], c["attempt"], c["instances"], c["finished"],
+                  c["errors"], " ".join(c["missing"])) for c in short)
     return Section(id="missing", title="Runs read and what is missing", text=tuple(text),
-                   columns=("model", "agent", "level", "seed", "instances", "finished", "errors", "missing"),
+                   columns=("model", "agent", "level", "seed", "attempt", "instances", "finished", "errors",
+                            "missing"),
                    rows=rows)
 
 
 def _table_i(table) -> Section:
     rows = level_table(table)
-    out = tuple((r["model"], r["agent"], r["level"], r["finished"], r["units"], r["seeds"],
-                 _pct(r["pass_at_1"]), _pct(r["pass_at_1_std"]), _pct(r["pass_at_1_all"]), r["paired"], r["delta_pp"],
+    out = tuple((r["model"], r["agent"], r["level"], r["finished"], r["units"], r["seeds"], r["attempts"],
+                 _pct(r["pass_at_1"]), _pct(r["pass_at_1_std"]), _pct(r["pass_at_1_all"]), _pct(r["pass_at_k"]),
+                 _pct(r["run_sd"]), r["paired"], r["delta_pp"], r["noise_floor_pp"], _yes_no(r["exceeds_noise_floor"]),
                  r["mean_steps"], r["mean_steps_change"], r["mean_input_tokens"], r["mean_input_tokens_change"],
                  r["mean_output_tokens"], r["mean_output_tokens_change"], r["mean_cost"], r["mean_cost_change"],
                  r["input_error"], r["infrastructure_error"], r["bug"]) for r in rows)
-    columns = ("model", "agent", "level", "finished", "units", "seeds", "Pass@1 %", "sd (pp)",
-               "Pass@1 % errors unresolved", "paired", "Δ Pass@1 (pp)", "actions", "Δ actions %", "input tokens",
+    columns = ("model", "agent", "level", "finished", "units", "seeds", "attempts (k)", "Pass@1 %", "sd (pp)",
+               "Pass@1 % errors unresolved", "pass@k %", "run-to-run sd (pp)", "paired", "Δ Pass@1 (pp)",
+               "noise floor (pp)", "Δ beyond noise", "actions", "Δ actions %", "input tokens",
                "Δ input %", "output tokens", "Δ output %", "cost USD", "Δ cost %", "input errors",
                "infrastructure errors", "bugs")
-    formats = {"Pass@1 %": PCT, "sd (pp)": PCT, "Pass@1 % errors unresolved": PCT, "Δ Pass@1 (pp)": PP,
+    formats = {"Pass@1 %": PCT, "sd (pp)": PCT, "Pass@1 % errors unresolved": PCT, "pass@k %": PCT,
+               "run-to-run sd (pp)": PCT, "Δ Pass@1 (pp)": PP, "noise floor (pp)": PCT,
                "actions": NUM, "Δ actions %": PP, "input tokens": "{:.0f}", "Δ input %": PP, "output tokens": "{:.0f}",
                "Δ output %": PP, "cost USD": "{:.4f}", "Δ cost %": PP}
     return Section(
@@ -131,7 +135,14 @@ def _table_i(table) -> Section:
               "first, beside a swebench.com number. Δ Pass@1 is the paired Δ against L0 in percentage points: the "
               "mean over the paired instances (finished both here and at L0) of the resolved share here minus at "
               "L0, the Δ of the significance table. The other Δ are relative changes of the per-unit mean against L0 "
-              "in %. Units that ended in an error are counted in the last three columns and in no mean.",),
+              "in %. Units that ended in an error are counted in the last three columns and in no mean.",
+              "Attempts (attempts=k): each view (instance, seed) run k times. pass@k is the unbiased estimator "
+              "1 - C(n-c, k)/C(n, k) over each view's n finished attempts (c resolved), averaged over the views with "
+              "n >= k. The run-to-run sd is the standard deviation (ddof 1) of Pass@1 over the attempts of one seed, "
+              "pooled over seeds; '-' with one attempt. The noise floor of a level's Δ is 2 s0 sqrt(1/R0 + 1/R), s0 "
+              "the run-to-run sd at L0 and R0, R the (seed, attempt) runs averaged at L0 and here: a |Δ| within it "
+              "is what repeating L0 alone could give. 'Δ beyond noise' says whether |Δ| exceeds it ('-': undefined, "
+              "one attempt).",),
         columns=columns, rows=out, formats=formats, figure=_pass_figure(rows))
 
 
@@ -159,14 +170,16 @@ def _questions(table) -> Section:
 
 def _significance(table, seed: int) -> Section:
     rows = paired_significance(table, seed=seed)
-    out = tuple((r["model"], r["agent"], r["level"], r["instances"], r["unpaired"], r["delta_pp"], r["ci_low"],
-                 r["ci_high"], r["b"], r["c"], r["test"], r["p_value"], r["p_holm"], r["interval_agrees"])
-                for r in rows)
+    out = tuple((r["model"], r["agent"], r["level"], r["instances"], r["unpaired"], r["delta_pp"],
+                 r["noise_floor_pp"], _yes_no(r["exceeds_noise_floor"]), r["ci_low"], r["ci_high"], r["b"], r["c"],
+                 r["test"], r["p_value"], r["p_holm"], r["interval_agrees"]) for r in rows)
     tests = dict.fromkeys(r["test"] for r in rows)
     text = ["Each level against L0 on the instances with a finished unit at both (paired by instance). Δ is the "
             "mean over instances of the resolved share at the level minus at L0, in points (Table I's Δ); b and c "
             "are the instances resolved more often at L0 and at the level. p (Holm) adjusts the p-values over every "
-            "comparison of this table (Holm's step-down: the family-wise error rate stays at 5%)."]
+            "comparison of this table (Holm's step-down: the family-wise error rate stays at 5%). The noise floor "
+            "is Table I's: 2 s0 sqrt(1/R0 + 1/R) from the run-to-run sd at L0 over repeated attempts; 'Δ beyond "
+            "noise' says whether |Δ| exceeds it ('-' with one attempt: run attempts=3 to know)."]
     text += [f"{test}: {next(r['assumptions'] for r in rows if r['test'] == test)}; 95% interval of Δ: "
              f"{next(r['interval'] for r in rows if r['test'] == test)}." for test in tests]
     disagree = [f"{r['model']} / {r['agent']} / {r['level']}" for r in rows if not r["interval_agrees"]]
@@ -176,10 +189,11 @@ def _significance(table, seed: int) -> Section:
     if not rows:
         text.append(f"No level has an instance finished both at {BASELINE} and there: nothing to test.")
     return Section(id="significance", title="Paired significance against L0 (§V-A)", text=tuple(text),
-                   columns=("model", "agent", "level", "paired instances", "unpaired", "Δ (pp)", "CI low (pp)",
-                            "CI high (pp)", "b", "c", "test", "p-value", "p (Holm)", "interval agrees"),
-                   rows=out, formats={"Δ (pp)": PP, "CI low (pp)": PP, "CI high (pp)": PP, "p-value": P3,
-                                      "p (Holm)": P3})
+                   columns=("model", "agent", "level", "paired instances", "unpaired", "Δ (pp)", "noise floor (pp)",
+                            "Δ beyond noise", "CI low (pp)", "CI high (pp)", "b", "c", "test", "p-value", "p (Holm)",
+                            "interval agrees"),
+                   rows=out, formats={"Δ (pp)": PP, "noise floor (pp)": PCT, "CI low (pp)": PP, "CI high (pp)": PP,
+                                      "p-value": P3, "p (Holm)": P3})
 
 
 def _figure_3(table) -> Section:
@@ -244,6 +258,10 @@ def _case_studies(table) -> list[Section]:
         sections.append(Section(id="case-study-1", title="Case study (Figure 4)",
                                 text=tuple(skipped) or ("No finished unit.",)))
     return sections
+
+
+def _yes_no(flag: bool | None) -> str | None:
+    return None if flag is None else ("yes" if flag else "no")
 
 
 def _pct(share: float | None) -> float | None:

@@ -43,27 +43,30 @@ def run_tag(run_dir: Path) -> str:
     return hashlib.sha256(str(Path(run_dir).resolve()).encode()).hexdigest()[:8]
 
 
-def cell_name(model: str, agent: str, level: str, seed: int) -> str:
-    """``<model>__<agent>__<level>__s<seed>`` with every run of characters other than letters,
+def cell_name(model: str, agent: str, level: str, seed: int, attempt: int | None = 0) -> str:
+    """``<model>__<agent>__<level>__s<seed>`` (and ``__a<attempt>`` after the first attempt)
+    with every run of characters other than letters,
     digits and ``._+-`` of each part replaced by ``-`` (a model ``openai/gpt-4o`` gives
     ``openai-gpt-4o``): a file name and a harness log folder name."""
     parts = [_UNSAFE.sub("-", str(p)).strip("-") or "-" for p in (model, agent, level)]
-    return "__".join([*parts, f"s{int(seed)}"])
+    return "__".join([*parts, f"s{int(seed)}", *([f"a{int(attempt)}"] if attempt else [])])
 
 
 def predictions_by_cell(table: pa.Table, run_dir: Path) -> dict[str, list[dict]]:
     """``{cell_name: [prediction, ...]}`` of a runs table (``RUNS_SCHEMA`` columns
-    ``instance_id, model, agent, level, seed, model_patch``), each list in row order with one
+    ``instance_id, model, agent, level, seed, model_patch``, and ``attempt`` when it has it),
+    each list in row order with one
     prediction per instance_id (``PRED_KEYS``; a missing patch is ``""``). A row whose
     ``model`` is ``-`` (a scripted agent) is named after its agent. Raises ``ExportError``
     when a cell holds an instance twice (two rows of one unit: a broken runs table)."""
     tag = run_tag(run_dir)
     cells: dict[str, dict[str, dict]] = {}
     columns = ["instance_id", "model", "agent", "level", "seed", "model_patch"]
+    columns += ["attempt"] if "attempt" in table.column_names else []
     for batch in table.select(columns).to_batches(max_chunksize=1024):
         for r in batch.to_pylist():
             model = r["model"] if r["model"] != "-" else r["agent"]
-            name = cell_name(model, r["agent"], r["level"], r["seed"])
+            name = cell_name(model, r["agent"], r["level"], r["seed"], r.get("attempt"))
             cell = cells.setdefault(name, {})
             if r["instance_id"] in cell:
                 raise ExportError(f"{run_dir}: instance {r['instance_id']!r} appears twice in cell {name} of "

@@ -26,13 +26,17 @@ RUNS_SCHEMA = pa.schema(
         pa.field("agent", pa.string(), nullable=False),
         pa.field("level", pa.string(), nullable=False),
         pa.field("seed", pa.int64(), nullable=False),
+        # Which of the launch's ``attempts`` repetitions of the view (0-based; null in files
+        # written before attempts existed, read as 0). Not ``attempts`` below: the tries.
+        pa.field("attempt", pa.int64()),
         pa.field("config_hash", pa.string(), nullable=False),
         pa.field("resolved", pa.bool_(), nullable=False),
         # The one outcome taxonomy (raydist.outcomes): resolved | unresolved | answered | input_error |
         # infrastructure_error | bug; agent_exit says how a finished agent run ended
         # (submitted, step_limit, cost_limit, time_limit, format_errors, model_error);
         # error_cause groups errors (docker, model_unreachable, disk_full, ...); attempts
-        # counts the tries the unit took in its last launch (infrastructure retries).
+        # counts the tries the unit took in its last launch (infrastructure retries; the
+        # repetition a unit is, is ``attempt``).
         pa.field("outcome", pa.string()),
         pa.field("agent_exit", pa.string()),
         pa.field("error_cause", pa.string()),
@@ -197,6 +201,8 @@ STEPS_SCHEMA = pa.schema(
         pa.field("agent", pa.string(), nullable=False),
         pa.field("level", pa.string(), nullable=False),
         pa.field("seed", pa.int64(), nullable=False),
+        # The unit's ``attempt`` (runs.parquet's column; null in files written before it).
+        pa.field("attempt", pa.int64()),
         pa.field("step", pa.int64(), nullable=False),
         pa.field("command", pa.string(), nullable=False),
         pa.field("executed", pa.string(), nullable=False),
@@ -213,7 +219,7 @@ STEPS_SCHEMA = pa.schema(
     ]
 )
 
-_UNIT_FIELDS = ("key", "instance_id", "model", "agent", "level", "seed")
+_UNIT_FIELDS = ("key", "instance_id", "model", "agent", "level", "seed", "attempt")
 
 
 def step_rows(row: Mapping, records) -> list[dict]:
