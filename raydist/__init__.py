@@ -4,7 +4,8 @@ The small public API, one name per step of a run (each is loaded on first use, s
 ``import raydist`` imports neither Ray, Docker nor litellm)::
 
     load_instances(source) -> list[Instance]                       raydist.tasks
-    RunUnit(instance_id, instance_hash, model, agent, level, seed, config_hash)   raydist.cluster.unit_key
+    RunUnit(instance_id, instance_hash, model, agent, level, seed, config_hash, attempt=0)
+                                                                    raydist.cluster.unit_key
     build_view(instance, repo, level, seed) -> View                 raydist.views
     NamespaceTranslator, recover_patch(original, final) -> str      raydist.views
     Sandbox.create(client, image, limits=Limits()) -> Sandbox       raydist.sandbox
