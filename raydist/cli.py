@@ -8,6 +8,7 @@
     raydist report RUN_DIR_OR_ROOT...          the summary table of finished run directories
     raydist export swebench|variants RUN_DIR   a run's results in other tools' formats
     raydist tasks build --libraries ...        fresh instances: bugs injected into recent PyPI releases
+    raydist view INSTANCE --level L --seed S --out DIR   one view as the agent sees it, no agent run
 
 ``run``, ``problems``, ``probe``, ``plan`` and ``config show`` replace this process with the Hydra entry
 (``os.execv``), so every override and flag (``--multirun``, ``--cfg``, ``hydra.run.dir=...``)
@@ -200,6 +201,29 @@ def build_parser() -> argparse.ArgumentParser:
     variants.add_argument("--out", metavar="DIR", help="where to write the files (default RUN_DIR/export)")
     variants.add_argument("--format", action="append", choices=("hf", "humaneval"), dest="formats",
                           help="write only this format (repeatable; default both)")
+    view = sub.add_parser(
+        "view", allow_abbrev=False, formatter_class=fmt,
+        usage="raydist view INSTANCE --level L --seed S --out DIR [--benchmark NAME] [--diff] [--with-mapping] "
+              "[overrides ...]",
+        help="Write one view of an instance as the agent would see it, without running an agent.",
+        description="Write DIR/repo/ (every file as the agent sees it: names and paths translated at L2, "
+                    "definitions reordered at L3, functions rewritten at L4), DIR/problem_statement.md (the "
+                    "statement as shown: restated at L1) and DIR/view.json (level, seed, statement_source, the "
+                    "files changed, the L3 reorderings, the L4 rewrites; with --with-mapping the L2 mapping). "
+                    "Preparations are made offline: L1 is the seeded rule restatement, L4 the deterministic "
+                    "rewrites kept only when the instance's tests pass on its image (Docker).",
+        epilog="Other arguments are the main job's Hydra overrides (benchmark=..., view.l3_files=all, data_root=...).\n"
+               "Example: raydist view jquast__wcwidth-del-control --level full --seed 0 --out /tmp/v --diff\n"
+               "Exit status: 0 written, 1 the view could not be built (Docker, an image), 2 a bad input (instance "
+               "id, level, seed, --out, a setting).")
+    view.add_argument("instance_id", metavar="INSTANCE")
+    view.add_argument("--level", required=True, help="L0 ... L4, full, or a composition such as L1+L3")
+    view.add_argument("--seed", required=True, type=int, help="the view seed (a whole number >= 0)")
+    view.add_argument("--out", required=True, metavar="DIR", help="a new or empty folder to write the view into")
+    view.add_argument("--benchmark", metavar="NAME", help="the benchmark group (as benchmark=NAME; default builtin)")
+    view.add_argument("--diff", action="store_true", help="also print the difference from L0 (statement and files)")
+    view.add_argument("--with-mapping", action="store_true",
+                      help="put the L2 mapping (original -> view names) in view.json, for a reviewer")
     build_tasks.add_parser(sub)
     return parser
 
@@ -210,11 +234,14 @@ def command(argv: Sequence[str]) -> tuple[list[str] | None, argparse.Namespace]:
     The exec argv is ``[sys.executable, "-m", <entry module>, *hydra args]`` for ``run``,
     ``problems``, ``probe``, ``plan`` (``dry_run=true`` first) and ``config show`` (``--cfg job --resolve``
     first, a ``--resolve`` of the user's dropped);
-    None for ``report``, ``export`` and ``tasks``, which run in this process. Raises ``SystemExit(2)``
+    None for ``report``, ``export``, ``tasks`` and ``view``, which run in this process (``view``'s
+    extras are its Hydra overrides: ``args.overrides``). Raises ``SystemExit(2)``
     (argparse's usage error) for an unknown command or an extra argument to ``report`` or ``export``, and
     ``SystemExit(0)`` after printing ``--help``."""
     parser = build_parser()
     args, extra = parser.parse_known_args(list(argv))
+    if args.command == "view":
+        return None, argparse.Namespace(**vars(args), overrides=extra)
     if args.command in ("report", "export", "tasks"):
         if extra:
             parser.error(f"{args.command} takes no Hydra overrides: {' '.join(extra)}")
@@ -260,6 +287,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return build_tasks.main(args)
     if exec_argv is None and args.command == "export":
         return export_main(args)
+    if exec_argv is None and args.command == "view":
+        from raydist.driver.view_command import view_main  # deferred: datasets, docker, litellm, swebench
+
+        overrides = ([f"benchmark={args.benchmark}"] if args.benchmark else []) + list(args.overrides)
+        return view_main(args.instance_id, args.level, args.seed, args.out, overrides, diff=args.diff,
+                         with_mapping=args.with_mapping)
     if exec_argv is None and args.out:
         from raydist.reporting import report_dir_main  # deferred: docker
 
