@@ -92,7 +92,8 @@ def test_step_records_of_known_keys_round_trip_with_exact_values_and_absent_opti
     store = ResultStore(tmp_path)
     short = {name: STEP[name] for name in ("step", "command", "executed", "category")} | {"step": 2}
     store.write_row(_unit_row(steps=2, step_records=[STEP, short]))
-    unit = {"key": UNIT.key, "instance_id": "pkg-1", "model": "-", "agent": "oracle", "level": "L0", "seed": 0}
+    unit = {"key": UNIT.key, "instance_id": "pkg-1", "model": "-", "agent": "oracle", "level": "L0", "seed": 0,
+            "attempt": 0}
     absent = {name: None for name in STEPS_SCHEMA.names if name not in unit and name not in short}
     assert store.read_steps(UNIT.key) == [unit | STEP, unit | short | absent]
     store.compile([UNIT.key])
