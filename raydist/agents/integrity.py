@@ -109,8 +109,8 @@ class Rule:
 class Command:
     """One simple command as the rules see it: ``program`` (basename), ``args``, the files it
     writes (``writes``, repository-relative when inside the view, else as typed), every word a
-    ``word`` pattern searches (``words``), Python code it runs or writes (``python``), the text
-    of the whole step (``text``) and its directory (``cwd``, repository-relative; None outside)."""
+    ``word`` pattern searches (``words``), Python code it runs or writes (``python``) and its own
+    text (``text``: those words joined)."""
 
     program: str
     args: list[str]
@@ -196,21 +196,22 @@ def commands_of(text: str, depth: int = 0) -> Iterator[Command]:
         words = [_resolve_echo(w) for w in unwrap(simple.words)]
         if words and words[0] in ("cd", "pushd"):
             cwd = _cd(cwd, words[1] if len(words) > 1 else "~")
-        yield from _expand(simple, words, cwd, text, previous, depth)
+        yield from _expand(simple, words, cwd, previous, depth)
         previous = simple
 
 
-def _expand(simple: Simple, words: list[str], cwd: str | None, text: str, previous: Simple | None,
+def _expand(simple: Simple, words: list[str], cwd: str | None, previous: Simple | None,
             depth: int) -> Iterator[Command]:
     program = words[0].rsplit("/", 1)[-1] if words else ""
     args = words[1:]
-    if _PYTHON.fullmatch(program) and args[:2] == ["-m", "pip"]:
-        program, args = "pip", args[2:]
-    command = Command(program, args, words=[*words, *simple.outputs, *simple.inputs], text=text)
+    if _PYTHON.fullmatch(program) and args[:2] == ["-m", "pip"] or program == "uv" and args[:1] == ["pip"]:
+        program, args = "pip", args[args.index("pip") + 1:]
+    command = Command(program, args, words=[*words, *simple.outputs, *simple.inputs])
     outputs = [t for t in simple.outputs if t not in ("/dev/null", "/dev/stderr", "/dev/stdout")]
     command.writes = [_in_repo(t, cwd) for t in [*outputs, *_written_args(program, args)]]
     if simple.heredoc:
         command.words.append(simple.heredoc)
+    command.text = " ".join(command.words)
     code = _python_code(program, args, simple)
     if code is not None:
         command.python.append(code)
@@ -488,7 +489,8 @@ def _is_test_config(path: str, text: str) -> bool:
     if path.startswith("/"):
         return False
     kind = infra_kind(path)
-    # A pytest section is only touched by a command that names pytest (module doc of integrity.yaml).
+    # A pytest section is only touched by a command that names pytest itself: `sed -i ... setup.cfg
+    # && python -m pytest` edits setup.cfg's metadata, `echo '[tool:pytest]' >> setup.cfg` its section.
     return kind == "always" or (kind == "section" and "pytest" in text.lower()) or is_packaging(path)
 
 
