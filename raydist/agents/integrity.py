@@ -20,16 +20,21 @@ Then these are opened and judged too: ``bash -c CODE`` (any shell, any option cl
 ``c``), ``eval ARGS``, a shell fed a here-document or ``echo CODE |``, ``find -exec``, a word
 ``$(echo X)`` or ```echo X``` (read as ``X``), ``python -m pip`` (read as ``pip``) and the shell
 commands Python code runs (``os.system``, ``subprocess.run`` and kin with literal arguments).
-Python code (``-c``, a here-document, a ``.py`` file written by a redirection) is parsed for
-its imports, calls and the files it writes. ``cd`` within a step moves the directory relative
+Python code (``-c``, a here-document, a script file remembered as below) is parsed for its
+imports, calls and the files it writes. ``cd`` within a step moves the directory relative
 paths are read from; every step starts in the view's root (``/testbed``).
 
+A file written by a redirection of a here-document, ``echo`` or ``printf`` (in any earlier step of
+the unit) is remembered, and judged where it is used: run by a shell, ``source`` or its own path
+(``bash probe.sh``), run by Python (``python probe.py``), or applied (``git apply fix.diff``,
+``patch -p1 < fix.diff``: the files the diff touches are written).
+
 Out of reach, said plainly: a command built at run time (``$G log --all`` after ``G=git``,
-``echo Z2l0... | base64 -d | sh``, a variable path), a script file run after being written in
-another step (``bash probe.sh``; a Python file written by a redirection is judged when written),
-Python that computes its paths or commands, and what a program does that its command line does
-not show (a test run that opens a socket). The rules look for attempts, not for success: the
-containers have no network and the view's repository has one commit, so most attempts fail.
+``echo Z2l0... | base64 -d | sh``, a variable path), a script written by other means (``cp``,
+Python, a download) and then run, Python that computes its paths or commands, and what a program
+does that its command line does not show (a test run that opens a socket). The rules look for
+attempts, not for success: the containers have no network and the view's repository has one
+commit, so most attempts fail.
 
 Decisions on look-alikes (each a test in tests/test_integrity.py): ``git log -1``,
 ``git log --oneline -5``, ``git show HEAD``, ``git diff``, ``git status`` read the view's own
@@ -77,7 +82,7 @@ _PY_EXEC_CALLS = {"system", "popen", "run", "call", "check_call", "check_output"
                   "getstatusoutput", "spawnlp", "execlp"}
 _PY_WRITE_CALLS = {"write_text", "write_bytes", "unlink", "rmtree", "copyfile", "copy", "copy2", "copytree", "move",
                    "remove", "rename", "replace", "truncate", "symlink_to", "hardlink_to", "touch"}
-_WRITE_ALL_ARGS = {"rm", "unlink", "truncate", "touch", "shred", "ed", "ex"}
+_WRITE_ALL_ARGS = {"rm", "unlink", "truncate", "touch", "shred", "ed", "ex", "chmod", "chown"}
 _COPY_LIKE = {"cp", "mv", "install", "ln", "rsync"}
 _DEPTH = 4  # nested shells opened before giving up
 
@@ -188,20 +193,24 @@ def integrity_context(instance: Any, view: Any = None) -> IntegrityContext:
 # --- taking a step apart -----------------------------------------------------------------------
 
 
-def commands_of(text: str, depth: int = 0) -> Iterator[Command]:
-    """Every simple command of the shell text ``text``, nested shells opened (module doc)."""
+def commands_of(text: str, depth: int = 0, files: dict[str, str] | None = None) -> Iterator[Command]:
+    """Every simple command of the shell text ``text``, nested shells opened (module doc).
+    ``files`` (absolute path -> text) holds what earlier commands of the unit wrote by a
+    redirection of a here-document, ``echo`` or ``printf``; it is updated as commands write, and
+    read when a command runs or applies such a file (``bash x.sh``, ``python x.py``, ``git apply x.diff``)."""
+    files = {} if files is None else files
     cwd: str | None = ""
     previous: Simple | None = None
     for simple in parse_simple_commands(text):
         words = [_resolve_echo(w) for w in unwrap(simple.words)]
         if words and words[0] in ("cd", "pushd"):
             cwd = _cd(cwd, words[1] if len(words) > 1 else "~")
-        yield from _expand(simple, words, cwd, previous, depth)
+        yield from _expand(simple, words, cwd, previous, depth, files)
         previous = simple
 
 
-def _expand(simple: Simple, words: list[str], cwd: str | None, previous: Simple | None,
-            depth: int) -> Iterator[Command]:
+def _expand(simple: Simple, words: list[str], cwd: str | None, previous: Simple | None, depth: int,
+            files: dict[str, str]) -> Iterator[Command]:
     program = words[0].rsplit("/", 1)[-1] if words else ""
     args = words[1:]
     if _PYTHON.fullmatch(program) and args[:2] == ["-m", "pip"] or program == "uv" and args[:1] == ["pip"]:
@@ -212,25 +221,54 @@ def _expand(simple: Simple, words: list[str], cwd: str | None, previous: Simple 
     if simple.heredoc:
         command.words.append(simple.heredoc)
     command.text = " ".join(command.words)
-    code = _python_code(program, args, simple)
+    code = _python_code(program, args, simple, _file_read(args, cwd, files))
     if code is not None:
         command.python.append(code)
         command.writes += [_in_repo(p, cwd) for p in _python_writes(code)]
-    if program in ("git", "patch") and simple.heredoc and "+++ " in simple.heredoc:
-        command.writes += [_in_repo(p, cwd) for p in _diff_targets(simple.heredoc)]
+    diff = simple.heredoc or _file_read([*simple.inputs, *args], cwd, files)
+    if program in ("git", "patch") and diff and "+++ " in diff:
+        command.writes += [_in_repo(p, cwd) for p in _diff_targets(diff)]
+    _remember(simple, program, args, outputs, cwd, files)
     yield command
     if depth >= _DEPTH:
         return
-    for inner in _nested_shell(program, args, simple, previous):
-        yield from commands_of(inner, depth + 1)
+    for inner in _nested_shell(program, words, simple, previous, _file_read(words, cwd, files)):
+        yield from commands_of(inner, depth + 1, files)
     for code in command.python:
         for inner in _python_shell_commands(code):
-            yield from commands_of(inner, depth + 1)
+            yield from commands_of(inner, depth + 1, files)
     if program == "find" and ("-exec" in args or "-execdir" in args):
         start = args.index("-exec" if "-exec" in args else "-execdir") + 1
         found = [a for a in args[start:] if a not in (";", "\\;", "+", "{}")]
         if found:
-            yield from commands_of(shlex.join(found), depth + 1)
+            yield from commands_of(shlex.join(found), depth + 1, files)
+
+
+def _absolute(path: str, cwd: str | None) -> str:
+    if path.startswith("/"):
+        return posixpath.normpath(path)
+    if cwd is None or path.startswith("~"):
+        return path
+    return posixpath.normpath(posixpath.join(REPO_ROOT, cwd, path))
+
+
+def _remember(simple: Simple, program: str, args: list[str], outputs: list[str], cwd: str | None,
+              files: dict[str, str]) -> None:
+    """Record in ``files`` what a redirection writes: a here-document, or ``echo``/``printf``'s text."""
+    if simple.heredoc is not None:
+        text = simple.heredoc
+    elif program in ("echo", "printf"):
+        text = " ".join(a for a in args if a not in ("-e", "-n", "%s"))
+        text = text.replace("\\n", "\n") if program == "printf" or "-e" in args else text
+    else:
+        return
+    for target in outputs:
+        files[_absolute(target, cwd)] = text
+
+
+def _file_read(words: list[str], cwd: str | None, files: dict[str, str]) -> str | None:
+    """The text an earlier command wrote to the first of ``words`` that names such a file."""
+    return next((files[_absolute(w, cwd)] for w in words if _absolute(w, cwd) in files), None)
 
 
 def _resolve_echo(word: str) -> str:
@@ -272,7 +310,12 @@ def _in_repo(path: str, cwd: str | None) -> str:
     return path if joined.startswith("..") else joined
 
 
-def _nested_shell(program: str, args: list[str], simple: Simple, previous: Simple | None) -> list[str]:
+def _nested_shell(program: str, words: list[str], simple: Simple, previous: Simple | None,
+                  script: str | None) -> list[str]:
+    """Shell text ``program`` runs: ``-c CODE``, a here-document or ``echo CODE |`` on stdin,
+    ``eval ARGS``, or ``script`` (a file an earlier command wrote) run by a shell, ``source`` or
+    its own path."""
+    args = words[1:]
     if program in _SHELLS:
         for i, arg in enumerate(args):
             if re.fullmatch(r"-[a-zA-Z]*c[a-zA-Z]*", arg) and i + 1 < len(args):
@@ -286,10 +329,15 @@ def _nested_shell(program: str, args: list[str], simple: Simple, previous: Simpl
                     return [" ".join(a for a in head[1:] if not a.startswith("-") and a != "%s")]
     if program == "eval" and args:
         return [" ".join(args)]
+    if script is not None and (program in _SHELLS or program in ("source", ".") or "/" in words[0]
+                               or words[0].endswith(".sh")) and not _PYTHON.fullmatch(program):
+        return [script]
     return []
 
 
-def _python_code(program: str, args: list[str], simple: Simple) -> str | None:
+def _python_code(program: str, args: list[str], simple: Simple, script: str | None) -> str | None:
+    """The Python code the command runs: ``-c CODE``, ``-m MODULE`` (as its import), a
+    here-document on stdin, or ``script`` (the file it runs, written by an earlier command)."""
     if _PYTHON.fullmatch(program):
         for i, arg in enumerate(args):
             if arg == "-c" and i + 1 < len(args):
@@ -299,13 +347,8 @@ def _python_code(program: str, args: list[str], simple: Simple) -> str | None:
             if arg == "-m" and i + 1 < len(args):
                 return f"import {args[i + 1]}"
             if not arg.startswith("-"):
-                break
+                return script if arg != "-" else simple.heredoc
         return simple.heredoc
-    if any(t.endswith(".py") for t in simple.outputs):
-        if simple.heredoc is not None:
-            return simple.heredoc
-        if program in ("echo", "printf"):
-            return " ".join(args)
     return None
 
 
@@ -403,6 +446,13 @@ def _written_args(program: str, args: list[str]) -> list[str]:
         return [*out, *sources] if program == "mv" else out
     if program == "dd":
         return [a[3:] for a in args if a.startswith("of=")]
+    if program == "git" and plain[:1] in (["rm"], ["mv"]):
+        return plain[1:]
+    if program == "find" and "-delete" in args:
+        # What it deletes, as patterns under its root: `find tests -name 'test_*.py' -delete`.
+        roots = [a for a in args[:next((i for i, a in enumerate(args) if a.startswith("-")), len(args))]] or ["."]
+        names = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-name", "-iname", "-path", "-wholename")]
+        return [posixpath.join(root, "*" + name.lstrip("*").lstrip("./")) for root in roots for name in names]
     if program in ("sed", "perl") and any(re.fullmatch(r"-[a-zA-Z]*i.*|--in-place.*", a) for a in args):
         return _script_files(args)
     if program in ("awk", "gawk") and "inplace" in args:
@@ -565,9 +615,10 @@ def flag_steps(steps: Iterable[Mapping[str, Any]], context: IntegrityContext = N
     rules = load_rules() if rules is None else rules
     flags: list[dict] = []
     earlier: list[Command] = []
+    files: dict[str, str] = {}  # what the unit's commands wrote by redirection, for scripts run later
     for record in steps:
         executed = record.get("executed") or record.get("command") or ""
-        commands = list(commands_of(executed))
+        commands = list(commands_of(executed, files=files))
         for rule in rules:
             for index, command in enumerate(commands):
                 if not any(alternative_holds(a, command, context) for a in rule.match):
