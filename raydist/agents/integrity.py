@@ -61,7 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+from omegaconf import OmegaConf
 
 from raydist.agents.taxonomy import Simple, parse_simple_commands, unwrap
 from raydist.grading.infra import infra_kind, is_packaging
@@ -132,7 +132,9 @@ def load_rules(path: str | Path = RULES_FILE) -> tuple[Rule, ...]:
     Raises ValueError naming the file and the rule for a rule without a name, with a category
     outside ``INTEGRITY_CATEGORIES``, without ``match`` alternatives, with an unknown key or a
     regular expression that does not compile; two rules of one name are refused too."""
-    doc = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    doc = OmegaConf.to_container(OmegaConf.load(Path(path))) or {}
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path}: not a mapping with a 'rules' list")
     rules, names = [], set()
     for index, raw in enumerate(doc.get("rules") or []):
         name = raw.get("name") or f"#{index}"
