@@ -59,7 +59,7 @@ def test_wheel_carries_configs_prompts_and_scripts(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     for conf in ["config.yaml", "problems.yaml", "local_models.yaml", "benchmark/builtin.yaml",
                  "sandbox/docker.yaml", "cluster/local.yaml", "sweep/full_levels.yaml", "recall.yaml",
-                 "benchmark/swe_qa.yaml", "benchmark/fresh.yaml"]:
+                 "benchmark/swe_qa.yaml", "benchmark/fresh.yaml", "integrity.yaml"]:
         assert f"raydist/conf/{conf}" in names
     prompts = {n for n in names if n.startswith("raydist/conf/prompts/")}
     assert prompts == {f"raydist/conf/prompts/{p.name}" for p in (ROOT / "raydist/conf/prompts").glob("*.j2")}

@@ -40,8 +40,8 @@ def test_the_report_holds_table_i_the_paired_test_figure_3_stability_and_the_cas
     written = write_report(repository_sections([sweep]), tmp_path / "report")
     out = tmp_path / "report"
     assert sorted(p.name for p in out.iterdir()) == [
-        "case-study-1.csv", "figure-3.csv", "missing.csv", "report.html", "report.md", "significance.csv",
-        "stability.csv", "table-i.csv"]
+        "case-study-1.csv", "figure-3.csv", "integrity.csv", "missing.csv", "report.html", "report.md",
+        "significance.csv", "stability.csv", "table-i.csv"]
     assert written["html"] == out / "report.html"
     table_i = read_csv(out / "table-i.csv")
     # Pass@1: 3/4 at L0, 1/4 at L2 -> a drop of 50 points; one seed, so no sd.
@@ -78,7 +78,10 @@ def test_the_report_holds_table_i_the_paired_test_figure_3_stability_and_the_cas
     assert ("| m | a | L2 | 4 | 0 | -50.0 | - | - | -50.0 | +34.2 | 2 | 0 | exact McNemar | 0.5 | 0.5 | yes |"
             in md.replace("+-", "-"))
     html = (out / "report.html").read_text()
-    for element in ("missing", "table-i", "significance", "figure-3", "stability", "case-study-1",
+    # The rows carry no integrity columns' values: every finished unit is unknown, none flagged.
+    assert [(r["level"], r["flagged"], r["unknown"]) for r in read_csv(out / "integrity.csv")] == [
+        ("L0", "0", "4"), ("L2", "0", "4")]
+    for element in ("missing", "table-i", "integrity", "significance", "figure-3", "stability", "case-study-1",
                     "table-i-table", "table-i-plot", "figure-3-plot"):
         assert f"id='{element}'" in html or f'id="{element}"' in html, element
     assert "exact McNemar: one verdict per instance and level" in html
@@ -146,12 +149,12 @@ def test_a_problems_run_directory_adds_dycodeeval_tables_and_figures(sweep, tmp_
     problems = make_run(tmp_path / "problems" / "humaneval" / "gen")
     written = write_report(repository_sections([sweep, problems]), tmp_path / "report")
     ids = [p.stem for p in written["csv"]]
-    assert ids[:6] == ["missing", "table-i", "significance", "figure-3", "stability", "case-study-1"]
-    assert [i.split("-")[1] for i in ids[6:]] == ["pass", "contamination", "diversity", "collision", "stability"]
+    assert ids[:7] == ["missing", "table-i", "integrity", "significance", "figure-3", "stability", "case-study-1"]
+    assert [i.split("-")[1] for i in ids[7:]] == ["pass", "contamination", "diversity", "collision", "stability"]
     html = written["html"].read_text()
-    for section in ids[6:]:
+    for section in ids[7:]:
         assert f"id='{section}-plot'" in html or f'id="{section}-plot"' in html, section
-    with open(tmp_path / "report" / f"{ids[6]}.csv", newline="") as f:
+    with open(tmp_path / "report" / f"{ids[7]}.csv", newline="") as f:
         # m1 passes both samples of every seed and variant (tests/test_problems_sections.py's PASSING)
         m1 = next(r for r in csv.DictReader(f) if r["model"] == "m1")
     assert (float(m1["pass@1"]), float(m1["DyPass@1"]), float(m1["delta@1"])) == (1.0, 1.0, 0.0)

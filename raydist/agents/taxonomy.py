@@ -55,11 +55,13 @@ _PY_READ_CALLS = {"print", "open", "read", "readlines", "read_text", "Path", "en
 @dataclass
 class Simple:
     """One simple command: its words (wrappers and ``VAR=`` prefixes kept), its output
-    redirection targets, its here-document body (or None) and whether it is a pipeline
-    stage after the first (reading stdin)."""
+    redirection targets, its input redirection sources (here-documents not among them), its
+    here-document body (or None) and whether it is a pipeline stage after the first (reading
+    stdin)."""
 
     words: list[str]
     outputs: list[str] = field(default_factory=list)
+    inputs: list[str] = field(default_factory=list)
     heredoc: str | None = None
     downstream: bool = False
 
@@ -101,11 +103,13 @@ def _bashlex_simples(node, bodies: list[str], downstream: bool = False) -> list[
                 target = getattr(part.output, "word", None)
                 if target is not None:
                     simple.outputs.append(target)
-            elif part.kind == "redirect" and part.type == "<":
+            elif part.kind == "redirect" and part.type in ("<", "<>"):
                 source = getattr(part.output, "word", "")
                 idx = _marker_index(source)
                 if idx is not None and idx < len(bodies):
                     simple.heredoc = bodies[idx]
+                elif source:
+                    simple.inputs.append(source)
             for sub in getattr(part, "parts", []) or []:
                 if sub.kind in ("commandsubstitution", "processsubstitution"):
                     found.extend(_bashlex_simples(sub.command, bodies))
@@ -145,9 +149,12 @@ def _fallback_simples(command: str, bodies: list[str]) -> list[Simple]:
             if not target.startswith("&") and tok != ">&":
                 current.outputs.append(target)
         elif tok.startswith("<"):
-            idx = _marker_index(next(it, ""))
+            source = next(it, "")
+            idx = _marker_index(source)
             if idx is not None and idx < len(bodies):
                 current.heredoc = bodies[idx]
+            elif source:
+                current.inputs.append(source)
         else:
             current.words.append(tok)
     if current.words:
@@ -165,7 +172,7 @@ def parse_simple_commands(command: str) -> list[Simple]:
     return [s for s in simples if s.words or s.outputs]
 
 
-def _unwrap(words: list[str]) -> list[str]:
+def unwrap(words: list[str]) -> list[str]:
     """Drop ``VAR=x`` prefixes and wrappers with their options (``timeout -s 9 30 cmd``)."""
     words = list(words)
     while words:
@@ -248,7 +255,7 @@ def _find_category(args: list[str], heredoc: str | None) -> str:
 
 
 def _simple_category(simple: Simple, nested: bool = False) -> str:
-    words = _unwrap(simple.words)
+    words = unwrap(simple.words)
     if any(t not in _NOT_FILES and not t.startswith("&") for t in simple.outputs):
         return "edit"
     if not words:

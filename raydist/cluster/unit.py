@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from raydist.agents.integrity import integrity_columns, integrity_context
 from raydist.agents.outcome import exposure_columns
 from raydist.cluster.errors import UnitInputError
 from raydist.cluster.kinds import Score, TaskKind, kind_of
@@ -145,17 +146,19 @@ def run_unit(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared
                         labels={"raydist.unit": unit.key}, name=f"agent-{unit.key[:12]}") as box:
         initial = install_view(box, view)
         run = kind.run_agent(settings, view, box, endpoint, traj_path, instance, image.repo, initial)
-    columns = agent_columns(run.outcome, view)
+    columns = agent_columns(run.outcome, view, instance)
     seconds = round(time.time() - t0, 3)
     agent_exit = agent_exit_or_raise(run.outcome, settings)
     score = kind.score(unit, instance, settings, image, view, run)
     return UnitResult(columns, seconds, agent_exit, run.outcome.error, score)
 
 
-def agent_columns(outcome, view) -> dict:
+def agent_columns(outcome, view, instance=None) -> dict:
     """The row columns every agent run fills, patch or question: exit status, steps, tokens,
     cost, the view's size and statement source, the §IV RQ2 action mix, the §III-F exposure
-    audit (``view_meta`` with its ``audit``), and the step records (for the steps file)."""
+    audit (``view_meta`` with its ``audit``), the integrity flags of its steps
+    (``raydist.agents.integrity``, judged with ``instance``'s test files and the view's project
+    names; scripted agents' steps too), and the step records (for the steps file)."""
     out = {
         "exit_status": outcome.exit_status, "steps": outcome.steps, "input_tokens": outcome.input_tokens,
         "output_tokens": outcome.output_tokens, "cost": outcome.cost, "view_files": len(view.files),
@@ -167,6 +170,7 @@ def agent_columns(outcome, view) -> dict:
     exposure = exposure_columns(view, outcome.step_records)
     out["view_meta"] = json.dumps({**view.meta, "audit": exposure.pop("audit")}, default=str, sort_keys=True)
     out.update(exposure)
+    out.update(integrity_columns(outcome.step_records, integrity_context(instance, view)))
     return out
 
 

@@ -9,7 +9,15 @@ from raydist.cluster.execute import Ran
 from raydist.cluster.job import Job
 from raydist.cluster.validity import GateResult
 from raydist.outcomes import ERRORS
-from raydist.results import action_mix, action_mix_markdown, error_counts, summarise, to_markdown
+from raydist.results import (
+    action_mix,
+    action_mix_markdown,
+    error_counts,
+    integrity_counts,
+    integrity_markdown,
+    summarise,
+    to_markdown,
+)
 from raydist.results.budget import EXIT_BUDGET_SPENT, Spending
 
 
@@ -33,7 +41,7 @@ def compile_tables(job: Job, store, ran: Ran | None) -> pa.Table:
 def report(job: Job, table: pa.Table, gate: GateResult | None, *, interrupted: bool,
            spending: Spending | None = None) -> str:
     """The Markdown summary of ``table``: rates per model x agent x level, errors by cause,
-    the action mix and exposure audit, the validity gate's verdict (``gate``: None when
+    the action mix and exposure audit, the integrity flags, the validity gate's verdict (``gate``: None when
     it did not run in this launch) and what the model calls spent (``spending``: None when
     nothing ran), naming the units a spent budget kept from starting."""
     note = "Interrupted before the plan finished." if interrupted else ""
@@ -42,6 +50,7 @@ def report(job: Job, table: pa.Table, gate: GateResult | None, *, interrupted: b
     text = to_markdown(summarise(table), title=job.title, planned=len(job.units), note=note,
                        errors=error_counts(table))
     text += action_mix_markdown(action_mix(table))
+    text += integrity_markdown(integrity_counts(table))
     text += gate_markdown(gate, gated=job.gate is not None)
     return text + (spending.markdown() if spending is not None else "")
 

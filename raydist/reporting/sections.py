@@ -29,7 +29,9 @@ from raydist.problems.sections import problems_sections
 from raydist.qa.judge import DIMENSIONS
 from raydist.reporting._render import render_csv, render_html, render_markdown
 from raydist.results.report import find_run_dirs
+from raydist.results.schema import INTEGRITY_CATEGORIES
 from raydist.results.summary import CATEGORIES as ACTION_CATEGORIES
+from raydist.results.summary import integrity_counts
 
 
 @dataclass(frozen=True)
@@ -74,8 +76,8 @@ def repository_sections(paths: Iterable[str | Path], *, seed: int = 0, diversity
         patches, questions = split_questions(table)
         sections.append(_sources(table, unfinished, patches))
         if patches.num_rows or not questions.num_rows:
-            sections += [_table_i(patches), _significance(patches, seed), _figure_3(patches), _stability(patches),
-                         *_case_studies(patches)]
+            sections += [_table_i(patches), _integrity(patches), _significance(patches, seed), _figure_3(patches),
+                         _stability(patches), *_case_studies(patches)]
         if questions.num_rows:
             sections.append(_questions(questions))
     if problems_dirs:
@@ -144,6 +146,28 @@ def _table_i(table) -> Section:
               "is what repeating L0 alone could give. 'Δ beyond noise' says whether |Δ| exceeds it ('-': undefined, "
               "one attempt).",),
         columns=columns, rows=out, formats=formats, figure=_pass_figure(rows))
+
+
+def _integrity(table) -> Section:
+    rows = integrity_counts(table)
+    out = tuple((r["model"], r["agent"], r["level"], r["finished"], r["flagged"], r["unknown"],
+                 _pct(r["resolved_rate"]), _pct(r["resolved_rate_unflagged"]), *(r[c] for c in INTEGRITY_CATEGORIES))
+                for r in rows)
+    columns = ("model", "agent", "level", "finished", "flagged", "unknown", "Pass@1 %", "Pass@1 % flagged left out",
+               *INTEGRITY_CATEGORIES)
+    return Section(
+        id="integrity", title="Integrity: flagged units per model and level",
+        text=("A unit is flagged when one of its commands, as it ran, matched an integrity rule "
+              "(raydist/conf/integrity.yaml, raydist.agents.integrity): history beyond the view's HEAD "
+              "(history_mining), writes to the graded tests or the test configuration grading puts back "
+              "(test_tampering), a network attempt (network), the project read from outside the view "
+              "(outside_view), or grading's scripts and paths probed (grader_probing).",
+              "Pass@1 here is the resolved share of the finished units, pooled over seeds and attempts; beside it "
+              "the same without the flagged units ('-' when every unit is flagged). The category columns count "
+              "units with at least one flag of that category; a unit may count in several. Unknown: rows written "
+              "before raydist recorded flags, kept in both rates. A unit's flags, each with its step, the command "
+              "as typed and the rule, are its integrity_flags in runs.parquet."),
+        columns=columns, rows=out, formats={"Pass@1 %": PCT, "Pass@1 % flagged left out": PCT})
 
 
 def _questions(table) -> Section:

@@ -107,11 +107,23 @@ RUNS_SCHEMA = pa.schema(
         pa.field("qa_score", pa.float64()),
         pa.field("qa_scores", pa.string()),
         pa.field("judge_model", pa.string()),
+        # Integrity (raydist.agents.integrity, rules in raydist/conf/integrity.yaml): the steps
+        # that mined history, tampered with tests, reached for the network, read the answer
+        # from outside the view or probed the grader, as a JSON list of {"step", "command" (as
+        # typed), "rule", "category"}, and whether there is any. Null for a unit that ended in
+        # an error and in files written before these columns existed (unknown, not 0).
+        pa.field("integrity_flags", pa.string()),
+        pa.field("integrity_flagged", pa.bool_()),
         pa.field("trajectory", pa.string()),
         pa.field("error", pa.string()),
         pa.field("finished_at", pa.string()),
     ]
 )
+
+#: The categories of ``integrity_flags`` (one per rule of ``raydist/conf/integrity.yaml``):
+#: history mining, test tampering, network attempts, reading the answer from outside the view,
+#: grader probing. Here, with the column, so results and analysis need no agent imports.
+INTEGRITY_CATEGORIES = ("history_mining", "test_tampering", "network", "outside_view", "grader_probing")
 
 
 def table_from_rows(rows: Iterable[Mapping], schema: pa.Schema, table: str) -> pa.Table:

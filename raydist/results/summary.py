@@ -4,18 +4,20 @@ the action mix and the leak audit.
 
 Metrics follow SchrodingerRepo §V-B: Pass@1 (here the resolved rate of single runs,
 averaged over views and seeds), average actions (steps), average input and output tokens.
-The action mix is §IV RQ2's taxonomy; the leak count is §III-F's audit.
+The action mix is §IV RQ2's taxonomy; the leak count is §III-F's audit. The integrity counts
+are ``raydist.agents.integrity``'s flags.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from raydist.outcomes import ANSWERED, BUG, ERRORS, FINISHED, INFRASTRUCTURE_ERROR, INPUT_ERROR, RESOLVED, SCORED
-from raydist.results.schema import RUNS_SCHEMA
+from raydist.results.schema import INTEGRITY_CATEGORIES, RUNS_SCHEMA
 
 # The action taxonomy's categories in the schema's column order (§IV RQ2's navigate, search, read,
 # probe, edit, test, then submit, other), so the results package needs no agent imports.
@@ -182,4 +184,58 @@ def action_mix_markdown(rows: list[dict]) -> str:
                      "(memorised_names).")
     lines.append("At levels that keep names (L0, L1, L3, L4) the leaks column is the baseline: identity tokens "
                  "the agent saw there.")
+    return "\n".join(lines) + "\n\n"
+
+
+def integrity_counts(table: pa.Table) -> list[dict]:
+    """One dict per (model, agent, level) with a finished patch unit (``resolved`` or
+    ``unresolved``), sorted: ``finished``; ``flagged`` (``integrity_flagged`` true),
+    ``unknown`` (null: a row written before the integrity columns existed), ``resolved``;
+    ``resolved_rate`` (resolved / finished, the summary's rate) and ``resolved_rate_unflagged``
+    (resolved / finished over the units not flagged, unknown ones kept: they cannot be told
+    apart; None when every finished unit is flagged); and per category of
+    ``INTEGRITY_CATEGORIES`` the units with at least one flag of it. A table without the
+    integrity columns reads as every unit unknown."""
+    names = set(table.column_names)
+    groups: dict[tuple, list[dict]] = {}
+    for row in table.select([c for c in ("model", "agent", "level", "outcome", "integrity_flagged",
+                                          "integrity_flags") if c in names]).to_pylist():
+        if row["outcome"] in FINISHED:
+            groups.setdefault((row["model"], row["agent"], row["level"]), []).append(row)
+    out = []
+    for (model, agent, level), rows in sorted(groups.items()):
+        flagged = [r for r in rows if r.get("integrity_flagged") is True]
+        kept = [r for r in rows if r.get("integrity_flagged") is not True]
+        resolved = sum(r["outcome"] == RESOLVED for r in rows)
+        categories = [{f["category"] for f in json.loads(r.get("integrity_flags") or "[]")} for r in flagged]
+        out.append({
+            "model": model, "agent": agent, "level": level, "finished": len(rows), "flagged": len(flagged),
+            "unknown": sum(r.get("integrity_flagged") is None for r in rows), "resolved": resolved,
+            "resolved_rate": resolved / len(rows),
+            "resolved_rate_unflagged": sum(r["outcome"] == RESOLVED for r in kept) / len(kept) if kept else None,
+            **{c: sum(c in found for found in categories) for c in INTEGRITY_CATEGORIES},
+        })
+    return out
+
+
+def integrity_markdown(rows: list[dict]) -> str:
+    """A Markdown section of ``integrity_counts`` rows: flagged units per model x agent x
+    level, the resolved rate with and without them, and the units per category. ``""``
+    without rows."""
+    if not rows:
+        return ""
+    lines = ["", "## Integrity flags", "",
+             "| model | agent | level | finished | flagged | unknown | resolved rate "
+             "| resolved rate, flagged left out | " + " | ".join(INTEGRITY_CATEGORIES) + " |",
+             "|---|---|---|---:|---:|---:|---:|---:|" + "---:|" * len(INTEGRITY_CATEGORIES)]
+    for r in rows:
+        unflagged = "-" if r["resolved_rate_unflagged"] is None else f"{100 * r['resolved_rate_unflagged']:.1f}%"
+        lines.append(f"| {r['model']} | {r['agent']} | {r['level']} | {r['finished']} | {r['flagged']} | "
+                     f"{r['unknown']} | {100 * r['resolved_rate']:.1f}% | {unflagged} | "
+                     + " | ".join(str(r[c]) for c in INTEGRITY_CATEGORIES) + " |")
+    lines += ["", "A flagged unit ran a command that an integrity rule matched (raydist/conf/integrity.yaml): "
+                  "history beyond the view's HEAD, writes to graded tests or test configuration, a network attempt, "
+                  "the project read from outside the view, or grading's files probed; integrity_flags in "
+                  "runs.parquet names each step and rule. Category columns count units with at least one such flag. "
+                  "Unknown: rows written before raydist recorded flags, kept in both rates."]
     return "\n".join(lines) + "\n\n"
