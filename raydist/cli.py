@@ -9,6 +9,7 @@
     raydist export swebench|variants RUN_DIR   a run's results in other tools' formats
     raydist tasks build --libraries ...        fresh instances: bugs injected into recent PyPI releases
     raydist view INSTANCE --level L --seed S --out DIR   one view as the agent sees it, no agent run
+    raydist audit-tests [--benchmark NAME] [--seeds N]   do the tests reject correct (rewritten) fixes?
 
 ``run``, ``problems``, ``probe``, ``plan`` and ``config show`` replace this process with the Hydra entry
 (``os.execv``), so every override and flag (``--multirun``, ``--cfg``, ``hydra.run.dir=...``)
@@ -224,6 +225,21 @@ def build_parser() -> argparse.ArgumentParser:
     view.add_argument("--diff", action="store_true", help="also print the difference from L0 (statement and files)")
     view.add_argument("--with-mapping", action="store_true",
                       help="put the L2 mapping (original -> view names) in view.json, for a reviewer")
+    audit = sub.add_parser(
+        "audit-tests", allow_abbrev=False, formatter_class=fmt,
+        usage="raydist audit-tests [--benchmark NAME] [--seeds N] [--out FILE] [overrides ...]",
+        help="Estimate how often an instance set's tests reject correct fixes.",
+        description="For every instance: grade the gold patch, then the gold patch with the functions it changes "
+                    "rewritten without changing behaviour (L4's deterministic rewriter, one rewrite per seed); a "
+                    "rewritten fix the FAIL_TO_PASS / PASS_TO_PASS tests reject is graded again and counts as a "
+                    "confirmed false rejection when rejected twice. Prints each instance and the share of "
+                    "instances with one, with its 95% Wilson interval. Needs Docker and the instances' images.",
+        epilog="Other arguments are the main job's Hydra overrides (benchmark.limit=N, data_root=...).\n"
+               "Exit status: 0 done, 1 no instance could be audited (the machine failed), 2 a bad setting.")
+    audit.add_argument("--benchmark", metavar="NAME",
+                       help="the benchmark group (as benchmark=NAME; default builtin)")
+    audit.add_argument("--seeds", type=int, default=3, help="rewrite seeds per instance (default 3)")
+    audit.add_argument("--out", metavar="FILE", help="also write the audit as JSON")
     build_tasks.add_parser(sub)
     return parser
 
@@ -240,7 +256,7 @@ def command(argv: Sequence[str]) -> tuple[list[str] | None, argparse.Namespace]:
     ``SystemExit(0)`` after printing ``--help``."""
     parser = build_parser()
     args, extra = parser.parse_known_args(list(argv))
-    if args.command == "view":
+    if args.command in ("view", "audit-tests"):
         return None, argparse.Namespace(**vars(args), overrides=extra)
     if args.command in ("report", "export", "tasks"):
         if extra:
@@ -287,6 +303,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return build_tasks.main(args)
     if exec_argv is None and args.command == "export":
         return export_main(args)
+    if exec_argv is None and args.command == "audit-tests":
+        from raydist.driver.audit_tests import audit_main  # deferred: datasets, docker, litellm, swebench
+
+        overrides = ([f"benchmark={args.benchmark}"] if args.benchmark else []) + list(args.overrides)
+        return audit_main(overrides, seeds=args.seeds, out=args.out)
     if exec_argv is None and args.command == "view":
         from raydist.driver.view_command import view_main  # deferred: datasets, docker, litellm, swebench
 

@@ -19,7 +19,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 from omegaconf.errors import OmegaConfBaseException
 
-from raydist.driver.config import ConfigError, check_config, describe_config_error
+from raydist.driver.config import ConfigError, LaunchConfig, check_config, describe_config_error
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 """The main job's config folder (``raydist/conf``)."""
@@ -93,3 +93,20 @@ def _describe(exc: BaseException) -> str:
             break
         options.append(line)
     return f"{lines[0]}; {lines[marks[0]].rstrip(':')}: {', '.join(options)}"
+
+
+def checked_config(overrides: list[str]) -> LaunchConfig:
+    """The main job's settings for ``overrides`` (``raydist run``'s, one job), composed from
+    ``raydist/conf`` and checked (``check_config``), for commands that run in this process
+    (``raydist view``, ``raydist audit-tests``). Raises ``ConfigError`` naming the bad key."""
+    problem = preflight(list(overrides))
+    if problem is not None:
+        raise ConfigError(problem)
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            return check_config(compose("config", overrides=list(overrides)))
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise ConfigError(_describe(exc)) from exc
+    finally:
+        GlobalHydra.instance().clear()

@@ -16,17 +16,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
-from hydra.errors import HydraException
-from omegaconf.errors import OmegaConfBaseException
-
 from raydist.agents.settings import AgentSettings
 from raydist.cluster.prepare import PrepTask, prepared_for, run_preparation
 from raydist.cluster.unit_image import UnitSettings, unit_image
 from raydist.driver.benchmark import load_benchmark
-from raydist.driver.config import ConfigError, check_config
-from raydist.driver.preflight import CONF_DIR, preflight
+from raydist.driver.config import ConfigError
+from raydist.driver.preflight import checked_config
 from raydist.views import build_view, level_specs, levels_needing
 from raydist.views.export import REPO, view_diff, write_view
 
@@ -62,7 +57,6 @@ def view_main(instance_id: str, level: str, seed: int, out: str, overrides: list
 
 
 def _settings_and_instance(instance_id: str, level: str, seed: int, out: str, overrides: list[str]):
-
     target = Path(out)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise ViewCommandError(f"--out {target.resolve()} exists and is not an empty folder; give a new folder")
@@ -74,17 +68,7 @@ def _settings_and_instance(instance_id: str, level: str, seed: int, out: str, ov
         raise ViewCommandError(f"--level {level}: {exc}") from None
     if specs != [level]:
         raise ViewCommandError(f"--level {level}: give one level (L0 ... L4, full, or a composition such as L1+L3)")
-    problem = preflight(overrides)
-    if problem is not None:
-        raise ConfigError(problem)
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            cfg = check_config(compose("config", overrides=overrides))
-    except (HydraException, OmegaConfBaseException) as exc:
-        raise ConfigError(str(exc).strip().splitlines()[0]) from exc
-    finally:
-        GlobalHydra.instance().clear()
+    cfg = checked_config(overrides)
     try:
         instances = {i.instance_id: i for i in load_benchmark(cfg.benchmark)}
     except (FileNotFoundError, ValueError) as exc:
