@@ -7,6 +7,7 @@
     raydist config show [--problems] [...]     the resolved config   (python -m raydist.launch --cfg job --resolve)
     raydist report RUN_DIR_OR_ROOT...          the summary table of finished run directories
     raydist export swebench|variants RUN_DIR   a run's results in other tools' formats
+    raydist export card PATH...                the contamination card of each model
     raydist tasks build --libraries ...        fresh instances: bugs injected into recent PyPI releases
     raydist view INSTANCE --level L --seed S --out DIR   one view as the agent sees it, no agent run
     raydist audit-tests [--benchmark NAME] [--seeds N]   do the tests reject correct (rewritten) fixes?
@@ -240,6 +241,23 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the benchmark group (as benchmark=NAME; default builtin)")
     audit.add_argument("--seeds", type=int, default=3, help="rewrite seeds per instance (default 3)")
     audit.add_argument("--out", metavar="FILE", help="also write the audit as JSON")
+    card = export_sub.add_parser(
+        "card", allow_abbrev=False, formatter_class=fmt,
+        usage="raydist export card PATH... [--out DIR] [--audit-tests FILE]... [--naming-contracts FILE]...",
+        help="The contamination card of each model: card.json (schema card.schema.json) and card.md.",
+        description="For each model with main-job rows at or below the PATHs (run directories or folders above "
+                    "them, recall probe and problems run directories too): L0 -> each level's paired Δ with its "
+                    "interval, p and the noise floor, the recall probe's level shares, DyPass@1 against pass@1 "
+                    "with Figure 5's verdict, fresh against static Pass@1, memorised names, integrity flags, the "
+                    "instance set's naming contracts and grader false rejections, and the versions, config "
+                    "hashes and instances it rests on. A signal not measured is null with its reason, never 0.",
+        epilog="Exit status: 0 written, 1 no runs.parquet at or below the paths.")
+    card.add_argument("paths", nargs="+", metavar="PATH")
+    card.add_argument("--out", metavar="DIR", help="where to write (default PATH/card for the first PATH)")
+    card.add_argument("--audit-tests", action="append", default=[], metavar="FILE",
+                      help="a `raydist audit-tests --out` file of the instance set (repeatable)")
+    card.add_argument("--naming-contracts", action="append", default=[], metavar="FILE",
+                      help="a naming-contract record of the instance set (repeatable)")
     build_tasks.add_parser(sub)
     return parser
 
@@ -280,6 +298,8 @@ def export_main(args: argparse.Namespace) -> int:
     """``raydist export swebench`` / ``variants``: write the files, print one line per file
     (path, count); 1 with the error on stderr when ``run_dir`` has nothing to export."""
     out = Path(args.out) if args.out else None
+    if args.format == "card":
+        return card_main(args.paths, out, audits=args.audit_tests, contracts=args.naming_contracts)
     try:
         if args.format == "variants":
             from raydist.problems.export import FORMATS, export_variants  # deferred: litellm
@@ -292,6 +312,24 @@ def export_main(args: argparse.Namespace) -> int:
         return 1
     for path, count in written:
         print(f"{path}\t{count} {unit}")
+    if args.format == "swebench":  # the card beside the predictions
+        return card_main([args.run_dir], (out or Path(args.run_dir) / "preds") / "card")
+    return 0
+
+
+def card_main(paths: Sequence[str], out: Path | None, *, audits: Sequence[str] = (),
+              contracts: Sequence[str] = ()) -> int:
+    """``raydist export card``: write the cards (``raydist.reporting.card``), print each card.json
+    path; 1 with one line on stderr when no runs.parquet is found or a given file is unreadable."""
+    from raydist.reporting.card import build_cards, write_cards  # deferred: docker
+
+    try:
+        cards = build_cards(paths, audits=audits, contracts=contracts)
+    except (ValueError, OSError, KeyError) as exc:
+        print(f"raydist: error: {exc}", file=sys.stderr)
+        return 1
+    for path in write_cards(cards, out or Path(paths[0]) / "card"):
+        print(path)
     return 0
 
 
