@@ -374,3 +374,14 @@ def contract_names(contracts: Mapping[str, Contract] | Iterable[Contract]) -> se
             owner, _, param = n.name.partition("(")
             out.add(param[:-2] if param else owner)
     return out
+
+
+def defines_contract(contract: Contract, patch: str) -> bool | None:
+    """Whether ``patch`` (a unit's patch in original names) adds every name of ``contract``
+    (a keyword: a signature of its function with that parameter); None when there is no contract.
+    An unresolved unit whose patch is False here may have fixed the bug under other names."""
+    if not contract.names:
+        return None
+    added = {label for side in _sides(patch) if side.path.endswith(".py") for label in _added(side)}
+    added |= {f"{owner}({param}=)" for side in _sides(patch) for owner, param, plus in _scan(side.post())[1] if plus}
+    return all(n.name in added for n in contract.names)
