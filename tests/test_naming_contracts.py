@@ -3,6 +3,7 @@ gold patch defines, how the gate reports them, and that L2 leaves them as they a
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -169,3 +170,100 @@ def test_gate_json_and_summary_list_the_contracts():
     assert json.loads(result.to_json())["naming_contracts"] == {"small-1": ["new_api", "parse_value(strict=)"]}
     assert "- small-1: new_api, parse_value(strict=)" in gate_markdown(result, gated=True)
     assert "Validity risk: naming contracts" in gate_markdown(result, gated=True)
+
+
+PROBE_PATCH = """\
+diff --git a/contract_probe.py b/contract_probe.py
+new file mode 100644
+--- /dev/null
++++ b/contract_probe.py
+@@ -0,0 +1,2 @@
++def {name}():
++    return 1
+"""
+PROBE_TEST = """\
+diff --git a/test_contract_probe.py b/test_contract_probe.py
+new file mode 100644
+--- /dev/null
++++ b/test_contract_probe.py
+@@ -0,0 +1,5 @@
++from contract_probe import {name}
++
++
++def test_contract_probe():
++    assert {name}() == 1
+"""
+
+
+def with_contract(instance, name: str):
+    """``instance`` whose gold patch also defines ``name`` and whose FAIL_TO_PASS also calls it."""
+    return dataclasses.replace(instance, patch=instance.patch + PROBE_PATCH.format(name=name),
+                               test_patch=instance.test_patch + PROBE_TEST.format(name=name),
+                               FAIL_TO_PASS=(*instance.FAIL_TO_PASS, "test_contract_probe.py::test_contract_probe"))
+
+
+def test_a_contract_named_like_a_virtual_name_is_reserved(small_repo):
+    # The worst case: the gold patch introduces a name L2 would draw as the view name of an
+    # original. Without the instance the mapping has it (the collision the reservation prevents:
+    # the agent's correct new name would run as the original's); with it, no longer.
+    plain = namespace_mapping(small_repo, "small/pkg", 0)
+    virtual = plain.forward["parse_value"]
+    probe = SimpleNamespace(instance_id="probe", patch=PROBE_PATCH.format(name=virtual),
+                            test_patch=PROBE_TEST.format(name=virtual),
+                            FAIL_TO_PASS=("test_contract_probe.py::test_contract_probe",))
+    assert naming_contract(probe, small_repo).labels() == [virtual]
+    assert collisions(plain, {virtual}) == {virtual}
+    reserved = namespace_mapping(small_repo, "small/pkg", 0, probe)
+    assert collisions(reserved, {virtual}) == set() and reserved.forward["parse_value"] != virtual
+
+
+@pytest.fixture(scope="module")
+def builtin_repos(client):
+    from raydist.sandbox import ensure_instance_image
+    from raydist.tasks import load_instances
+
+    cache = Path.home() / ".cache" / "raydist"
+    return [(i, RepoFiles(ensure_instance_image(client, i.recipe, cache_dir=cache).repo_dir))
+            for i in load_instances("builtin")]
+
+
+@pytest.mark.docker
+def test_builtin_instances_keep_a_contract_name_through_l2_both_ways(builtin_repos):
+    # Each built-in instance has no contract of its own (checked in its repository); given one
+    # named like the view name L2 would otherwise draw for one of its originals, the L2 view
+    # leaves it as written both ways and the agent's patch defining it translates back intact.
+    from raydist.views import build_view
+
+    for instance, repo in builtin_repos:
+        assert naming_contract(instance, repo).labels() == [], instance.instance_id
+        for seed in (0, 1, 2):
+            plain = namespace_mapping(repo, instance.repo, seed)
+            virtual = min(v for v in plain.backward if v.isidentifier() and v[0].islower())
+            probe = with_contract(instance, virtual)
+            assert naming_contract(probe, repo).labels() == [virtual]
+            translator = build_view(probe, repo, "L2", seed).translator
+            assert translator.to_view(virtual) == virtual and translator.to_original(virtual) == virtual
+            view_patch = PROBE_PATCH.format(name=virtual)
+            assert translator.to_original(view_patch) == view_patch, (instance.instance_id, seed, virtual)
+
+
+def test_the_report_counts_unresolved_units_without_the_names_apart():
+    import pyarrow as pa
+
+    from raydist.analysis.contracts import contract_risk
+    from raydist.reporting.sections import _contracts
+
+    def row(iid, outcome, names, used):
+        return {"model": "m", "agent": "miniswe", "level": "L2", "instance_id": iid, "outcome": outcome,
+                "naming_contract": json.dumps(names), "contract_used": used}
+
+    table = pa.Table.from_pylist([row("a", "resolved", ["new_api"], True), row("a", "unresolved", ["new_api"], False),
+                                  row("a", "unresolved", ["new_api"], True), row("a", "bug", ["new_api"], None),
+                                  row("b", "unresolved", [], None)])
+    assert contract_risk(table) == [{"model": "m", "agent": "miniswe", "level": "L2", "instance_id": "a",
+                                     "names": "new_api", "finished": 3, "resolved": 1, "unresolved": 2,
+                                     "unresolved_without_names": 1}]
+    (section,) = _contracts(table)
+    assert section.title == "Validity risk: naming contracts" and section.rows == (
+        ("m", "miniswe", "L2", "a", "new_api", 3, 1, 2, 1),)
+    assert _contracts(table.filter(pa.compute.equal(table["instance_id"], "b"))) == []

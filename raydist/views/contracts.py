@@ -43,7 +43,8 @@ from raydist.views.recover import PatchApplyError, apply_patch_to_texts
 
 _DEF = re.compile(r"^(\s*)(?:async\s+)?def\s+([A-Za-z_]\w*)\s*\(")
 _CLASS = re.compile(r"^(\s*)class\s+([A-Za-z_]\w*)\b")
-_ASSIGN = re.compile(r"^\s*(?:self\.|cls\.)?([A-Za-z_]\w*)\s*(?::[^=]+)?=(?!=)")
+# ``name = ...`` with a space before ``=``: a keyword argument line of a call (``name=value,``) is not one
+_ASSIGN = re.compile(r"^\s*(?:self\.|cls\.)?([A-Za-z_]\w*)(?:\s*:[^=]+)?\s=(?!=)")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _DJANGO_ID = re.compile(r"^(\w+) \(([\w.]+)\)")
 _CLOSE = re.compile(r"^\s*\)\s*(->.*)?:\s*(#.*)?$")
@@ -125,7 +126,8 @@ def _params(text: str) -> set[str]:
         previous, text = text, re.sub(r"\[[^\[\]]*\]|\([^()]*\)|\{[^{}]*\}", "", text)
     names = set()
     for part in text.split(","):
-        match = re.match(r"\s*\**\s*([A-Za-z_]\w*)\s*(?=[:=,)]|$)", part)
+        # ``*args`` and ``**kwargs`` cannot be passed by name: no keyword contract
+        match = re.match(r"\s*([A-Za-z_]\w*)\s*(?=[:=,)]|$)", part)
         if match and match.group(1) not in _SKIP_PARAMS:
             names.add(match.group(1))
     return names
@@ -135,7 +137,7 @@ def _opens_in_signature(hunk: list[str]) -> bool:
     """Whether ``hunk`` (whose header is an unclosed ``def f(``) starts inside ``f``'s
     signature: parameter lines up to the one that closes it (``) -> bool:``)."""
     for text in hunk:
-        if _CLOSE.match(text):
+        if _CLOSE.match(text) or (_PARAM_LINE.match(text) and re.search(r"\)\s*(->.*)?:\s*(#.*)?$", text)):
             return True
         if text.strip() and not _PARAM_LINE.match(text):
             return False
