@@ -28,10 +28,11 @@ BASELINE = "L0"
 REQUIRED_COLUMNS = ("key", "instance_id", "model", "agent", "level", "seed", "resolved", "outcome", "steps",
                     "input_tokens", "output_tokens", "cost", *(f"actions_{c}" for c in ACTION_COLUMNS),
                     "model_patch")
-OPTIONAL_COLUMNS = ("task", "qa_score", "qa_scores", "attempt")
-"""Columns of repository questions (``raydist.analysis.questions``) and the unit's attempt
-(``raydist.analysis.attempts``), null in files written before raydist had them (every row of
-such a file is a patch task, and its view's only attempt: 0)."""
+OPTIONAL_COLUMNS = ("task", "qa_score", "qa_scores", "attempt", "naming_contract", "contract_used")
+"""Columns of repository questions (``raydist.analysis.questions``), the unit's attempt
+(``raydist.analysis.attempts``) and its instance's naming contract (``raydist.analysis.contracts``),
+null in files written before raydist had them (every row of such a file is a patch task, and its
+view's only attempt: 0)."""
 _SCHEMA = pa.schema([RUNS_SCHEMA.field(name) for name in (*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS)])
 
 
