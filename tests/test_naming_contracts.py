@@ -267,3 +267,25 @@ def test_the_report_counts_unresolved_units_without_the_names_apart():
     assert section.title == "Validity risk: naming contracts" and section.rows == (
         ("m", "miniswe", "L2", "a", "new_api", 3, 1, 2, 1),)
     assert _contracts(table.filter(pa.compute.equal(table["instance_id"], "b"))) == []
+
+
+OFFLINE = LITE.parent / "offline.jsonl"
+
+
+@pytest.mark.docker
+@pytest.mark.skipif(not OFFLINE.is_file(), reason="../shared/data/swebench is absent")
+def test_flask_4992_contract_holds_in_its_repository_and_flask_5063_has_none(client):
+    # In the release the instance runs on, Config.from_file(self, filename, load, silent=False)
+    # has no ``text``; flask-5063's FAIL_TO_PASS tests call only names flask already defines.
+    from raydist.sandbox import ensure_instance_image
+    from raydist.tasks import load_instances
+
+    cache = Path.home() / ".cache" / "raydist"
+    found = {}
+    for instance in load_instances(str(OFFLINE)):
+        repo = RepoFiles(ensure_instance_image(client, instance.recipe, cache_dir=cache).repo_dir)
+        contract = naming_contract(instance, repo)
+        assert contract.checked_at_base
+        found[instance.instance_id] = contract.labels()
+    assert found == {"pallets__flask-4992": ["from_file(text=)"], "pallets__flask-5063": [],
+                     "pydata__xarray-7393": []}
