@@ -25,8 +25,10 @@ def runs(tmp_path):
                          "category": "history_mining"}])
     root = tmp_path / "runs"
     write_run(root / "builtin" / "a" / "m" / "L0_L2__s0", [
-        unit("i1", "L0", integrity_flags="[]", integrity_flagged=False, memorised_count=0, memorised_names="[]"),
-        unit("i2", "L0", integrity_flags="[]", integrity_flagged=False, memorised_count=0, memorised_names="[]"),
+        unit("i1", "L0", integrity_flags="[]", integrity_flagged=False, memorised_count=0, memorised_names="[]",
+             naming_contract='["new_api"]'),
+        unit("i2", "L0", integrity_flags="[]", integrity_flagged=False, memorised_count=0, memorised_names="[]",
+             naming_contract="[]"),
         unit("i1", "L2", integrity_flags="[]", integrity_flagged=False, memorised_count=1,
              memorised_names='["wcswidth"]'),
         unit("i2", "L2", outcome=U, integrity_flags=flags, integrity_flagged=True, memorised_count=0,
@@ -65,6 +67,8 @@ def test_a_card_holds_every_measured_signal_with_its_exact_value(runs):
     assert signals["integrity"]["value"] == {"units": 4, "flagged": 1, "by_category": {"history_mining": 1}}
     assert signals["grader_false_rejections"]["value"] == [{"benchmark": "builtin", "audited": 6, "rejecting": 1,
                                                             "share": 1 / 6}]
+    # Contracts from the rows that record them (the fresh rows do not: null, left out).
+    assert signals["naming_contracts"]["value"] == {"instances": 2, "with_contract": 1, "names": {"i1": ["new_api"]}}
     assert card["provenance"]["instances"] == {"builtin": ["i1", "i2"], "fresh": ["f1", "f2"]}
     assert card["provenance"]["config_hashes"] == ["c"]
 
@@ -109,6 +113,7 @@ def test_the_shared_oracle_and_null_launch_give_valid_cards(builtin_launch, tmp_
     for card in cards.values():
         jsonschema.validate(card, CARD_SCHEMA)
         assert card["signals"]["integrity"]["value"]["flagged"] == 0
+        assert card["signals"]["naming_contracts"]["value"]["with_contract"] == 0  # none among the built-in
         assert card["signals"]["recall"]["value"] is None and card["signals"]["recall"]["reason"]
     oracle = {r["level"]: r for r in cards["oracle"]["signals"]["levels"]["value"]}
     assert {level: row["pass_at_1"] for level, row in oracle.items()} == dict.fromkeys(oracle, 1.0)

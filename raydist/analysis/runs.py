@@ -28,11 +28,13 @@ BASELINE = "L0"
 REQUIRED_COLUMNS = ("key", "instance_id", "model", "agent", "level", "seed", "resolved", "outcome", "steps",
                     "input_tokens", "output_tokens", "cost", *(f"actions_{c}" for c in ACTION_COLUMNS),
                     "model_patch")
-OPTIONAL_COLUMNS = ("task", "qa_score", "qa_scores", "attempt", "integrity_flags", "integrity_flagged")
+OPTIONAL_COLUMNS = ("task", "qa_score", "qa_scores", "attempt", "integrity_flags", "integrity_flagged",
+                    "naming_contract", "contract_used")
 """Columns of repository questions (``raydist.analysis.questions``), the unit's attempt
-(``raydist.analysis.attempts``) and its integrity flags, null in files written before raydist
-had them (every row of such a file is a patch task, and its view's only attempt: 0; its
-integrity is unknown, not unflagged)."""
+(``raydist.analysis.attempts``), its integrity flags and its instance's naming contract
+(``raydist.analysis.contracts``), null in files written before raydist had them (every row of
+such a file is a patch task, and its view's only attempt: 0; its integrity is unknown, not
+unflagged)."""
 _SCHEMA = pa.schema([RUNS_SCHEMA.field(name) for name in (*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS)])
 
 

@@ -237,7 +237,7 @@ def gate(job: Job, wanted: set[View], gate_units: tuple[RunUnit, ...], settings:
                   retry=job.retry)
     sink.store.compile([u.key for u in job.gate.units])
     rows = {(*view_of(u), u.agent): sink.store.read_row(u.key) for u in job.gate.units}
-    result = judge_views(wanted, rows)
+    result = judge_views(wanted, rows, job.instances)
     print(f"validity gate: {result.checked} views checked, {len(result.excluded)} excluded", flush=True)
     for e in result.excluded:
         print(f"  excluded {e.instance_id} {e.level} seed {e.seed}: {e.reason}", flush=True)

@@ -39,6 +39,7 @@ from raydist.outcomes import ANSWERED, INPUT_ERROR, RESOLVED, UNRESOLVED, Infras
 from raydist.qa.judge import judge_answer, load_judge_prompt
 from raydist.tasks.swe_qa import QA_TASK
 from raydist.views import PatchApplyError, View, levels_needing, recover_patch
+from raydist.views.contracts import defines_contract, naming_contract
 
 if TYPE_CHECKING:  # a unit's settings live with execute_unit, which looks kinds up here
     from raydist.cluster.unit_image import UnitImage, UnitSettings
@@ -185,6 +186,7 @@ def grade_patch(unit: RunUnit, instance: Instance, image: UnitImage, patch: str)
         pass_to_pass_passed=sum(1 for s in result.pass_to_pass.values() if s == "PASSED"),
         pass_to_pass_total=len(instance.PASS_TO_PASS), tests_missing=result.missing,
         grading_channel=result.grading_channel, test_infra_changed=json.dumps(list(result.test_infra_changed)),
+        **contract_columns(instance, patch),
     )
     outcome = RESOLVED if result.resolved else UNRESOLVED
     if result.error and result.error_cause == "test_patch_does_not_apply":
@@ -208,7 +210,16 @@ def not_graded(unit: RunUnit, instance, patch: str) -> Score:
         "model_patch": patch, "patch_applied": None, "apply_method": "empty", "grading_seconds": 0.0,
         "fail_to_pass_passed": None, "fail_to_pass_total": len(instance.FAIL_TO_PASS), "pass_to_pass_passed": None,
         "pass_to_pass_total": len(instance.PASS_TO_PASS), "tests_missing": None, "grading_channel": "none",
-        "test_infra_changed": "[]"}, grading_log(unit, note))
+        "test_infra_changed": "[]", **contract_columns(instance, "")}, grading_log(unit, note))
+
+
+def contract_columns(instance, patch: str) -> dict:
+    """``naming_contract`` (JSON list of the instance's contract names, from its rows' diffs:
+    ``raydist.views.contracts``) and ``contract_used`` (whether ``patch`` defines them all;
+    null without a contract or a patch)."""
+    contract = naming_contract(instance)
+    used = defines_contract(contract, patch) if patch else None
+    return {"naming_contract": json.dumps(contract.labels()), "contract_used": used}
 
 
 def judge_record_name(unit: RunUnit) -> str:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from raydist.outcomes import ERRORS, RESOLVED
+from raydist.views.contracts import naming_contract
 
 View = tuple[str, str, int]
 """``(instance_id, level, seed)``: one view."""
@@ -30,30 +31,40 @@ class Exclusion:
 
 @dataclass(frozen=True)
 class GateResult:
-    """``checked`` views, of which ``excluded`` failed the gate."""
+    """``checked`` views, of which ``excluded`` failed the gate; ``contracts``: instance id ->
+    its naming contract (``raydist.views.contracts``: names the FAIL_TO_PASS tests call that only
+    the gold patch defines), for the instances that have one. A contract excludes nothing: it is
+    a validity risk (a correct fix under another name fails), reported apart from model failures."""
 
     checked: int
     excluded: tuple[Exclusion, ...]
+    contracts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def views(self) -> set[View]:
         """The excluded views as ``(instance_id, level, seed)``."""
         return {(e.instance_id, e.level, e.seed) for e in self.excluded}
 
     def to_json(self) -> str:
-        """``{"checked", "excluded": [{"instance_id", "level", "seed", "reason"}]}`` (gate.json)."""
-        return json.dumps({"checked": self.checked, "excluded": [asdict(e) for e in self.excluded]}, indent=1)
+        """``{"checked", "excluded": [{"instance_id", "level", "seed", "reason"}], "naming_contracts":
+        {instance_id: [name, ...]}}`` (gate.json)."""
+        return json.dumps({"checked": self.checked, "excluded": [asdict(e) for e in self.excluded],
+                           "naming_contracts": {k: list(v) for k, v in sorted(self.contracts.items())}}, indent=1)
 
 
-def judge_views(wanted: Iterable[View], rows: Mapping[tuple[str, str, int, str], Mapping | None]) -> GateResult:
+def judge_views(wanted: Iterable[View], rows: Mapping[tuple[str, str, int, str], Mapping | None],
+                instances: Mapping[str, object] | None = None) -> GateResult:
     """The gate's verdict on each view of ``wanted`` from ``rows``, keyed ``(instance_id, level,
-    seed, agent)`` with agent ``oracle`` or ``null`` (a missing row: the gate did not run)."""
+    seed, agent)`` with agent ``oracle`` or ``null`` (a missing row: the gate did not run), and the
+    naming contract of each of ``instances`` (id -> instance) that has one."""
     excluded = []
     views = sorted(set(wanted), key=str)
     for iid, level, seed in views:
         reason = _reason(rows.get((iid, level, seed, "oracle")), rows.get((iid, level, seed, "null")))
         if reason:
             excluded.append(Exclusion(iid, level, seed, reason))
-    return GateResult(checked=len(views), excluded=tuple(excluded))
+    contracts = {iid: tuple(c.labels()) for iid in sorted({v[0] for v in views})
+                 if instances and iid in instances and (c := naming_contract(instances[iid])).names}
+    return GateResult(checked=len(views), excluded=tuple(excluded), contracts=contracts)
 
 
 def _reason(oracle: Mapping | None, null: Mapping | None) -> str | None:

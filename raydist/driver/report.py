@@ -79,4 +79,9 @@ def gate_markdown(result: GateResult | None, *, gated: bool) -> str:
              f"{result.checked} views checked (oracle must resolve, null must not); "
              f"{len(result.excluded)} excluded and not run:"]
     lines += [f"- {e.instance_id} {e.level} seed {e.seed}: {e.reason}" for e in result.excluded]
+    if result.contracts:
+        # Not a model failure: a correct fix under another name fails these instances' tests.
+        lines += ["", "Validity risk: naming contracts (names the FAIL_TO_PASS tests call that only the gold "
+                  "patch defines; a correct fix under another name fails; rows: `naming_contract`, `contract_used`):"]
+        lines += [f"- {iid}: {', '.join(names)}" for iid, names in sorted(result.contracts.items())]
     return "\n".join(lines) + "\n"

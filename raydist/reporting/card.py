@@ -17,8 +17,9 @@ Every signal is ``{"value": ..., "reason": null}`` when it was measured, and ``{
 - ``fresh_vs_static``: Pass@1 at L0 on ``benchmark=fresh`` instances beside the other benchmarks'.
 - ``memorised_names``: units whose agent typed hidden original names before being shown them.
 - ``integrity``: finished units flagged by an integrity rule, per category.
-- ``naming_contracts`` and ``grader_false_rejections``: the instance set's counts, from the
-  JSON files ``raydist audit-tests --out`` (and the naming-contract record) wrote, when given.
+- ``naming_contracts``: the card's instances with a naming contract and its names, from the rows
+  (or the records given); ``grader_false_rejections``: the instance set's counts, from the JSON
+  files ``raydist audit-tests --out`` wrote, when given.
 - ``provenance``: raydist's and the libraries' versions, the run directories, the config
   hashes and the instance ids per benchmark the card rests on.
 """
@@ -130,7 +131,7 @@ def build_cards(paths: Sequence[str | Path], *, audits: Sequence[str | Path] = (
                 "fresh_vs_static": _fresh(mine, benchmarks),
                 "memorised_names": _memorised(mine),
                 "integrity": _integrity(mine),
-                "naming_contracts": contract,
+                "naming_contracts": contract if contracts else _contracts(mine),
                 "grader_false_rejections": audit,
             },
             "provenance": {
@@ -148,7 +149,8 @@ def build_cards(paths: Sequence[str | Path], *, audits: Sequence[str | Path] = (
 def _extra_columns(run_dirs: Iterable[str]) -> dict[tuple[str, str], dict]:
     """Columns the analysis does not read: config hash, memorised names, integrity (null in files
     written before raydist had them)."""
-    wanted = ("key", "config_hash", "memorised_count", "memorised_names", "integrity_flags", "integrity_flagged")
+    wanted = ("key", "config_hash", "memorised_count", "memorised_names", "integrity_flags", "integrity_flagged",
+              "naming_contract")
     out = {}
     for run_dir in run_dirs:
         file = Path(run_dir) / "runs.parquet"
@@ -258,6 +260,17 @@ def _integrity(rows: list[dict]) -> dict:
             categories[category] = categories.get(category, 0) + 1
     return measured({"units": len(known), "flagged": sum(bool(r["integrity_flagged"]) for r in known),
                      "by_category": categories})
+
+
+def _contracts(rows: list[dict]) -> dict:
+    """The naming contracts of the card's instances, from their rows (``naming_contract``: the
+    names the FAIL_TO_PASS tests call that only the gold patch defines; ``raydist.views.contracts``)."""
+    known = {r["instance_id"]: json.loads(r["naming_contract"]) for r in rows if r.get("naming_contract") is not None}
+    if not known:
+        return unmeasured("no row records its instance's naming contract (rows written before raydist found them): "
+                          "run the launch again, or give --naming-contracts FILE")
+    return measured({"instances": len(known), "with_contract": sum(bool(v) for v in known.values()),
+                     "names": {i: names for i, names in sorted(known.items()) if names}})
 
 
 def _files(files: Sequence[str | Path], signal: str) -> dict:

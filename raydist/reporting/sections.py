@@ -21,6 +21,7 @@ from pathlib import Path
 from raydist._util.extras import MissingExtra, require
 from raydist._util.files import atomic_write_text
 from raydist._util.run_dirs import GATE_DIR
+from raydist.analysis.contracts import contract_risk
 from raydist.analysis.questions import question_table, split_questions
 from raydist.analysis.repositories import FIGURE_CATEGORIES, added_action_shares, case_study, level_table
 from raydist.analysis.runs import BASELINE, finished_units, load_runs, short_cells, unfinished_run_dirs
@@ -77,7 +78,7 @@ def repository_sections(paths: Iterable[str | Path], *, seed: int = 0, diversity
         sections.append(_sources(table, unfinished, patches))
         if patches.num_rows or not questions.num_rows:
             sections += [_table_i(patches), _integrity(patches), _significance(patches, seed), _figure_3(patches),
-                         _stability(patches), *_case_studies(patches)]
+                         _stability(patches), *_case_studies(patches), *_contracts(patches)]
         if questions.num_rows:
             sections.append(_questions(questions))
     if problems_dirs:
@@ -255,6 +256,23 @@ def _stability(table) -> Section:
         columns=("model", "agent", "level", "instances", "with 2+ seeds", "seed disagreements", "paired",
                  "resolved→unresolved", "unresolved→resolved", "mixed", "discordance", "instances needed"),
         rows=out, formats={"discordance": "{:.3f}"})
+
+
+def _contracts(table) -> list[Section]:
+    """The validity risk of naming contracts (none when no instance of the runs has one)."""
+    rows = contract_risk(table)
+    if not rows:
+        return []
+    columns = ("model", "agent", "level", "instance_id", "names", "finished", "resolved", "unresolved",
+               "unresolved_without_names")
+    return [Section(
+        id="naming-contracts", title="Validity risk: naming contracts",
+        text=("Instances whose FAIL_TO_PASS tests call names that only the gold patch defines (absent at the "
+              "base commit; a keyword is written f(name=)): a correct fix under another name fails them, and at "
+              "L2 nothing shows the name. Unresolved without the names: unresolved units whose patch does not "
+              "define them all, which may have fixed the bug under other names; they are a risk of the "
+              "instance, not a model failure, though Table I counts them unresolved as SWE-bench does.",),
+        columns=columns, rows=tuple(tuple(r[c] for c in columns) for r in rows))]
 
 
 def _case_studies(table) -> list[Section]:

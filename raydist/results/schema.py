@@ -97,6 +97,11 @@ RUNS_SCHEMA = pa.schema(
         # files the patch changed (conftest.py, pytest.ini, tox.ini, ...; JSON list).
         pa.field("grading_channel", pa.string()),
         pa.field("test_infra_changed", pa.string()),
+        # Naming contract (raydist.views.contracts): names the FAIL_TO_PASS tests call that only
+        # the gold patch defines (JSON list; null: not computed), and whether the unit's patch
+        # defines them all (null: no contract or no patch graded).
+        pa.field("naming_contract", pa.string()),
+        pa.field("contract_used", pa.bool_()),
         # Repository questions (SWE-QA, SchrodingerRepo RQ3; null for patch tasks): task is
         # "qa" (null or "patch": an issue to resolve); answer is the agent's submission in
         # original names (translated back from the view); qa_score the judge's Average Score

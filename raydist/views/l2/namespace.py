@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 
 from raydist.views.audit import STRONG_KINDS, IdentitySet, identity_tokens
 from raydist.views.base import IDENTITY, FileRenderer, Prepared, RepoFiles, View, ViewOptions
+from raydist.views.contracts import contract_names, naming_contract
 from raydist.views.instance import ViewInstance
 from raydist.views.l2.mapping import NameMapping, build_mapping, with_case_variants
 from raydist.views.l2.names import extract_names, is_reserved
@@ -58,8 +59,10 @@ def repository_identity(instance: ViewInstance) -> str:
     return getattr(instance, "repo", None) or instance.instance_id
 
 
-def plan_names(repo: RepoFiles, identity: IdentitySet) -> NamePlan:
-    """The names L2 remaps in ``repo`` given its ``identity`` (see the module doc)."""
+def plan_names(repo: RepoFiles, identity: IdentitySet, contract: frozenset[str] = frozenset()) -> NamePlan:
+    """The names L2 remaps in ``repo`` given its ``identity`` (see the module doc). ``contract``:
+    the instance's naming-contract names (``raydist.views.contracts``), which stay as written and
+    which no virtual name may equal, so an agent's new name passes the translator unchanged."""
     found = extract_names(repo)
     names = set(found.internal)
     unmapped: dict[str, str] = {}
@@ -80,8 +83,11 @@ def plan_names(repo: RepoFiles, identity: IdentitySet) -> NamePlan:
             unmapped[token] = why
         else:
             names.add(token)
-    keep = (set(found.excluded) - names) | KEYWORDS | BUILTINS | STDLIB | COMMAND_WORDS
-    return NamePlan(names=frozenset(names), tokens=found.tokens, keep=frozenset(keep), unmapped=unmapped,
+    for name in contract & names:
+        unmapped.setdefault(name, "naming contract: the FAIL_TO_PASS tests call it by this name")
+    names -= contract
+    keep = (set(found.excluded) - names) | KEYWORDS | BUILTINS | STDLIB | COMMAND_WORDS | contract
+    return NamePlan(names=frozenset(names), tokens=found.tokens | contract, keep=frozenset(keep), unmapped=unmapped,
                     skipped=dict(found.skipped))
 
 
@@ -93,7 +99,14 @@ def namespace_mapping(repo: RepoFiles, identity: str, seed: int, instance: ViewI
     not given). Raises ValueError when the mapping is not a bijection.
     """
     identity_set = tokens or identity_tokens(repo, instance)
-    return _mapping(plan_names(repo, identity_set), identity, seed, identity_set)
+    return _mapping(plan_names(repo, identity_set, _contract(instance, repo)), identity, seed, identity_set)
+
+
+def _contract(instance: ViewInstance | None, repo: RepoFiles) -> frozenset[str]:
+    """The naming-contract names of ``instance`` (none without FAIL_TO_PASS tests)."""
+    if instance is None or not getattr(instance, "FAIL_TO_PASS", ()):
+        return frozenset()
+    return frozenset(contract_names([naming_contract(instance, repo)]))
 
 
 def _mapping(plan: NamePlan, identity: str, seed: int, identity_set: IdentitySet) -> NameMapping:
@@ -112,7 +125,7 @@ def namespace_level(view: View, instance: ViewInstance, repo: RepoFiles, seed: i
     if view.translator is not IDENTITY:
         raise ValueError(f"L2: view already has translator {view.translator!r}; apply L2 once, first")
     identity = view.identity if isinstance(view.identity, IdentitySet) else identity_tokens(repo, instance)
-    plan = plan_names(repo, identity)
+    plan = plan_names(repo, identity, _contract(instance, repo))
     mapping = _mapping(plan, repository_identity(instance), seed, identity)
     translator = NamespaceTranslator(mapping)
     meta = {**view.meta, "l2_names": len(mapping.forward), "l2_subwords": len(mapping.subwords),
