@@ -94,7 +94,8 @@ def test_export_swebench_writes_a_file_per_cell_and_refuses_a_folder_without_tab
     assert main(["export", "swebench", str(run), "--out", str(tmp_path / "out")]) == 0
     out = tmp_path / "out"
     assert capsys.readouterr().out.splitlines() == [f"{out}/oracle__oracle__L0__s0.jsonl\t1 predictions",
-                                                    f"{out}/oracle__oracle__L3__s0.jsonl\t1 predictions"]
+                                                    f"{out}/oracle__oracle__L3__s0.jsonl\t1 predictions",
+                                                    f"{out}/card/oracle/card.json"]  # the card beside them
     assert [json.loads(line)["instance_id"] for line in (out / "oracle__oracle__L3__s0.jsonl").open()] == ["inst-b"]
     assert main(["export", "swebench", str(tmp_path)]) == 1
     assert capsys.readouterr().err.startswith(f"raydist: error: {tmp_path}: no readable runs.parquet")
