@@ -45,8 +45,8 @@ def translated(instance, translator):
 def measure(benchmark: str, seed: int) -> list[dict]:
     """One dict per instance of ``benchmark``: PASS_TO_PASS ``passed`` of ``total`` on its L2
     tree (the repository with the test patch applied, then viewed at L2 for ``seed``)."""
-    from raydist.agents.settings import AgentSettings
-    from raydist.cluster.unit_image import UnitSettings, unit_image
+    from raydist.cluster.unit_image import unit_image
+    from raydist.driver.view_command import image_settings
     from raydist.views import RepoFiles, build_view
 
     out = []
@@ -54,9 +54,7 @@ def measure(benchmark: str, seed: int) -> list[dict]:
         cfg, instance = _settings_and_instance(instance_id, "L2", seed, f"/tmp/raydist-view-l2-{time.time_ns()}",
                                                [f"benchmark={benchmark}"])
         start = time.time()
-        settings = UnitSettings(agent_kind="null", agent_settings=AgentSettings(), view_options=cfg.view,
-                                cache_dir=str(Path(cfg.cache_dir).resolve()), run_dir="", sandbox=cfg.sandbox)
-        image = unit_image(instance, settings)
+        image = unit_image(instance, image_settings(cfg))
         with tempfile.TemporaryDirectory() as tmp:
             tested = Path(tmp) / "tested"
             shutil.copytree(image.repo.root, tested, symlinks=True, ignore=shutil.ignore_patterns(".git"))
@@ -74,18 +72,10 @@ def measure(benchmark: str, seed: int) -> list[dict]:
 
 
 def _ids(benchmark: str) -> list[str]:
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
     from raydist.driver.benchmark import load_benchmark
-    from raydist.driver.config import check_config
-    from raydist.driver.preflight import CONF_DIR
+    from raydist.driver.preflight import checked_config
 
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = check_config(compose("config", overrides=[f"benchmark={benchmark}"]))
-    GlobalHydra.instance().clear()
-    return [i.instance_id for i in load_benchmark(cfg.benchmark)]
+    return [i.instance_id for i in load_benchmark(checked_config([f"benchmark={benchmark}"]).benchmark)]
 
 
 def main() -> int:

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import types
-from pathlib import Path
 
 import pytest
 
-from raydist.agents.settings import AgentSettings
 from raydist.cli import main as raydist_main
-from raydist.cluster.unit_image import UnitSettings, unit_image
+from raydist.cluster.unit_image import unit_image
 from raydist.driver.preflight import checked_config
+from raydist.driver.view_command import image_settings
 from raydist.grading.false_rejections import (
     InstanceAudit,
     Rejection,
@@ -34,8 +33,7 @@ PLANTED = "tests/test_planted.py"
 @pytest.fixture(scope="module")
 def image(client):
     cfg = checked_config([])
-    settings = UnitSettings(agent_kind="null", agent_settings=AgentSettings(), view_options=cfg.view,
-                            cache_dir=str(Path(cfg.cache_dir).resolve()), run_dir="", sandbox=cfg.sandbox)
+    settings = image_settings(cfg)
     instance = {i.instance_id: i for i in load_instances("builtin")}[INSTANCE]
     return instance, unit_image(instance, settings)
 

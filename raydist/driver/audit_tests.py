@@ -11,11 +11,11 @@ import json
 import sys
 from pathlib import Path
 
-from raydist.agents.settings import AgentSettings
-from raydist.cluster.unit_image import UnitSettings, unit_image
+from raydist.cluster.unit_image import unit_image
 from raydist.driver.benchmark import load_benchmark
 from raydist.driver.config import ConfigError
 from raydist.driver.preflight import checked_config
+from raydist.driver.view_command import image_settings
 from raydist.grading.false_rejections import InstanceAudit, audit_instance, summarise_audits
 
 
@@ -33,8 +33,7 @@ def audit_main(overrides: list[str], *, seeds: int = 3, out: str | None = None) 
     except (ConfigError, FileNotFoundError, ValueError) as exc:
         print(f"raydist: error: {exc}", file=sys.stderr)
         return 2
-    settings = UnitSettings(agent_kind="null", agent_settings=AgentSettings(), view_options=cfg.view,
-                            cache_dir=str(Path(cfg.cache_dir).resolve()), run_dir="", sandbox=cfg.sandbox)
+    settings = image_settings(cfg)
     audits: list[InstanceAudit] = []
     errors: dict[str, str] = {}
     for instance in instances:

@@ -80,13 +80,19 @@ def _settings_and_instance(instance_id: str, level: str, seed: int, out: str, ov
     return cfg, instances[instance_id]
 
 
+def image_settings(cfg) -> UnitSettings:
+    """What ``unit_image`` needs to build or find an instance's image under the checked settings
+    ``cfg`` (a ``LaunchConfig``) outside a launch: its sandbox and cache folder; no agent runs."""
+    return UnitSettings(agent_kind="null", agent_settings=AgentSettings(), view_options=cfg.view,
+                        cache_dir=str(Path(cfg.cache_dir).resolve()), run_dir="", sandbox=cfg.sandbox)
+
+
 def build_offline_view(cfg, instance, level: str, seed: int):
     """``(View, RepoFiles)`` of ``instance`` at ``level`` and ``seed`` under the checked settings
     ``cfg`` (a ``LaunchConfig``), prepared offline (module docstring). Raises what
     ``unit_image``, ``run_preparation`` and ``build_view`` raise (Docker, an image that does not
     build, an instance L4 cannot gate)."""
-    settings = UnitSettings(agent_kind="null", agent_settings=AgentSettings(), view_options=cfg.view,
-                            cache_dir=str(Path(cfg.cache_dir).resolve()), run_dir="", sandbox=cfg.sandbox)
+    settings = image_settings(cfg)
     image = unit_image(instance, settings, tested=False)
     sandbox = cfg.sandbox
     records = {kind: run_preparation(PrepTask(instance.instance_id, seed, kind), instance, cfg.view,
