@@ -1,16 +1,20 @@
 """The name a job's run directory takes from its command-line overrides, so that the jobs of
-one ``--multirun`` that compute different things never share a directory (and a table), and
-the folder of the validity gate's runs beside them (``GATE_DIR``)."""
+one ``--multirun`` that compute different things never share a directory (and a table), the
+folder of the validity gate's runs beside them (``GATE_DIR``), and the rule that keeps every
+run directory below its root: a name from a setting is a safe path (``name_problem``) and a
+folder built from such names lies below the root it was built under (``outside``)."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
 from fnmatch import fnmatchcase
+from pathlib import Path
 
 from raydist._util.hashing import stable_hash
 
-__all__ = ["GATE_DIR", "job_name"]
+__all__ = ["GATE_DIR", "job_name", "name_problem", "outside"]
 
 #: ``<output_root>/<benchmark>/_gate``: the validity gate's oracle and null runs of a benchmark.
 GATE_DIR = "_gate"
@@ -36,3 +40,37 @@ def job_name(overrides: Iterable, unnamed: Iterable[str] = ()) -> str:
             last[key] = override
     text = ",".join(re.sub(r"[^A-Za-z0-9._=,+-]+", "_", o) for o in last.values())
     return text if len(text) <= 160 else f"{text[:140]}-{stable_hash(text, 12)}"
+
+
+#: Characters no name that becomes a folder may hold: the C0 and C1 controls and DEL (a newline
+#: or an escape in a path breaks every line-based tool and terminal that prints it) and ``\\``.
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\\]")
+
+
+def name_problem(value: object) -> str | None:
+    """What makes ``value`` (a setting that becomes folders of a run directory's path:
+    ``benchmark.name``, ``agent``, ``model``) unsafe as a relative path, or None when it is
+    safe. ``/`` is allowed between parts (``openai/gpt-4o-mini`` is two folders); refused are an
+    empty value or an empty part (``openai/``), a part ``.`` or ``..`` (the path would leave its
+    root), a leading ``/`` (an absolute path) and control characters or ``\\``."""
+    text = str(value)
+    if not text.strip():
+        return "it is empty"
+    if text.startswith("/"):
+        return "it starts with '/' (a path from the filesystem root)"
+    bad = _UNSAFE.search(text)
+    if bad:
+        return f"it holds the character {bad.group()!r}"
+    parts = text.split("/")
+    if any(part in (".", "..") for part in parts):
+        return "a part of it is '.' or '..' (a folder outside the run directory's root)"
+    if any(not part.strip() for part in parts):
+        return "a part of it between '/' is empty"
+    return None
+
+
+def outside(root: str | os.PathLike, path: str | os.PathLike) -> bool:
+    """Whether ``path`` does not lie strictly below ``root``, both resolved (``Path.resolve``:
+    symbolic links followed, ``..`` removed, relative to the current directory)."""
+    root_path, full = Path(root).expanduser().resolve(), Path(path).expanduser().resolve()
+    return full == root_path or root_path not in full.parents

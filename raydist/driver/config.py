@@ -22,6 +22,7 @@ model entry is what ``raydist.cluster.serving.serve_model`` takes.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -30,6 +31,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from raydist._util.folders import CACHE_DIR, DATA_ROOT, OUTPUT_ROOT
+from raydist._util.run_dirs import name_problem
 from raydist._util.settings import SettingsError, build, keyless, keyless_fields, keyless_paths, node_types, structured
 from raydist._util.storage import StorageError, check_storage_uri
 from raydist.agents.settings import AGENT_KINDS, AgentSettings, default_agents
@@ -95,11 +97,13 @@ class LaunchConfig:
     """Models raydist serves itself (``raydist.cluster.serving.serve_model``), by name."""
     data_root: str = keyless(DATA_ROOT)
     """Data sets that no package ships; the ``benchmark`` group reads files below it (part of no
-    key, as every folder: an instance's key holds its content's hash)."""
+    key, as every folder: an instance's key holds its content's hash). Relative: to the
+    directory the command was started in, as every folder (``ROOTS``)."""
     cache_dir: str = keyless(CACHE_DIR)
     """Host cache: sdists, wheelhouses, repository snapshots, view preparations, file hashes."""
     output_root: str = keyless(OUTPUT_ROOT)
-    """Run directories live below it: ``<benchmark>/<agent>/<model>/<levels>__s<seeds>``."""
+    """Run directories live below it: ``<benchmark>/<agent>/<model>/<levels>__s<seeds>``; every
+    file a launch writes is below it (or below ``cache_dir`` / ``storage``)."""
     storage: str | None = keyless(None)
     """Where run directories and the shared caches are kept besides this disk: a folder (e.g. a
     shared mount) or a URI ``pyarrow.fs`` opens (``file:///...``, ``s3://bucket/prefix``,
@@ -129,6 +133,18 @@ UNNAMED_OVERRIDES = ("benchmark", "benchmark.name", "agent", "model", "levels", 
                      *(f"agents.*.{name}" for name in keyless_fields(AgentSettings)))
 
 
+#: The folders a launch reads and writes below. Each must be given (not empty); a relative one
+#: is made absolute against the directory the command was started in, before any setting that
+#: interpolates it (``benchmark.source: ${data_root}/...``) is resolved, so every message
+#: names an absolute path.
+ROOTS = ("output_root", "data_root", "cache_dir")
+
+#: Settings whose values become folders of a run directory's path
+#: (``<output_root>/<benchmark.name>/<agent>/<model>/...``): each must be a safe relative path
+#: (``raydist._util.run_dirs.name_problem``).
+PATH_NAMES = ("benchmark.name", "agent", "model")
+
+
 def check_agents(agents: dict) -> None:
     """Every entry of ``agents`` has a ``kind`` of ``AGENT_KINDS`` and only fields of
     ``AgentSettings`` with values it accepts. Raises ``ConfigError`` naming the key."""
@@ -151,7 +167,10 @@ def check_config(cfg: DictConfig) -> LaunchConfig:
     """``cfg`` (the composed config) as a ``LaunchConfig`` object with every node's checks run,
     every agent entry checked, ``agent`` one of them (``None`` is ``null``), ``levels`` the
     list of level specs (``implemented`` expanded: ``raydist.views.level_specs``) and ``seeds``
-    a list, neither naming a value twice, and ``attempts`` at least 1. Raises ``ConfigError``
+    a list, neither naming a value twice, ``attempts`` at least 1, ``output_root``,
+    ``data_root`` and ``cache_dir`` given and absolute (``ROOTS``: a relative one is taken from
+    the current directory), ``benchmark.name``, ``agent`` and ``model`` safe folder names
+    (``check_path_names``) and no empty id list (``check_ids``). Raises ``ConfigError``
     naming the first bad key."""
     try:
         return _check_launch(cfg)
@@ -170,6 +189,8 @@ def _check_launch(cfg: DictConfig) -> LaunchConfig:
     launch.agent = "null" if launch.agent is None else str(launch.agent)
     if launch.agent not in launch.agents:
         raise ConfigError(f"agent={launch.agent!r} is not defined; choose one of {', '.join(launch.agents)}")
+    check_path_names(launch)
+    check_ids(launch.benchmark)
     try:
         levels = level_specs(launch.levels if isinstance(launch.levels, str) else list(launch.levels))
     except ValueError as exc:
@@ -180,6 +201,44 @@ def _check_launch(cfg: DictConfig) -> LaunchConfig:
         raise ConfigError(f"attempts={launch.attempts!r}: give a whole number >= 1 (each view runs that many "
                           "times), e.g. attempts=3")
     return launch
+
+
+def check_path_names(launch: LaunchConfig) -> None:
+    """Every setting of ``PATH_NAMES`` is a safe relative path below ``output_root``
+    (``name_problem``: no ``..`` part, no empty part as in ``model=openai/``, no control
+    character). Raises ``ConfigError`` naming the key, its value and why."""
+    values = {"benchmark.name": launch.benchmark.name, "agent": launch.agent, "model": launch.model}
+    for key in PATH_NAMES:
+        problem = name_problem(values[key])
+        if problem is not None:
+            raise ConfigError(f"{key}={values[key]!r}: {problem}; it names folders of the run directory below "
+                              f"output_root={launch.output_root} (e.g. model=openai/gpt-4o-mini)")
+
+
+def check_ids(bench: BenchmarkConfig) -> None:
+    """``benchmark.ids`` and ``benchmark.instance_ids`` are not an empty list or string: that
+    would name no instance, yet the loader reads it as "every instance". Raises ``ConfigError``
+    saying to drop the key to mean every instance."""
+    for key in ("ids", "instance_ids"):
+        value = getattr(bench, key)
+        if value is not None and (value == "" or (isinstance(value, (list, tuple)) and not value)):
+            raise ConfigError(f"benchmark.{key}={value!r} names no instance; list the ids to run, "
+                              f"e.g. benchmark.{key}=[<instance_id>], or drop the key to run every instance")
+
+
+def _rooted(merged: Any) -> None:
+    """``merged``'s ``ROOTS`` made absolute in place (relative: against the current directory,
+    ``~`` expanded), before anything interpolating them is resolved. Raises ``ConfigError`` for
+    an empty one."""
+    for key in ROOTS:
+        value = merged[key]
+        if value is None or not str(value).strip():
+            raise ConfigError(f"{key} is empty: give a folder, e.g. {key}={_EXAMPLE_ROOTS[key]} (a relative "
+                              "folder is taken from the directory the command is started in)")
+        merged[key] = os.path.abspath(os.path.expanduser(str(value)))
+
+
+_EXAMPLE_ROOTS = {"output_root": "runs", "data_root": "../shared/data", "cache_dir": "~/.cache/raydist"}
 
 
 def _once(name: str, values: list) -> list:
@@ -215,6 +274,7 @@ def _checked(cfg: DictConfig, key: str | None = None) -> Any:
     try:
         merged = OmegaConf.merge(structured(LaunchConfig), cfg)
         if key is None:
+            _rooted(merged)
             return build(LaunchConfig, OmegaConf.to_container(merged, resolve=True))
         node = merged.get(key) if isinstance(merged, DictConfig) else None
         return build(node_types(LaunchConfig)[key], OmegaConf.to_container(node, resolve=True), key)

@@ -8,6 +8,7 @@ nothing: no Docker, no Ray, no model; it never assembles or downloads a model's 
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -122,7 +123,39 @@ def _load(cfg: LaunchConfig) -> list:
     if bench.kind == "problems":
         raise JobError(f"benchmark={bench.name} is a set of seed problems, not repository tasks: run "
                        f"`python -m raydist.launch_problems benchmark={bench.name}`")
+    bench = replace(bench, source=_absolute(bench.source), path=_absolute(bench.path))
     try:
         return load_benchmark(bench)
-    except (MalformedInstance, FileNotFoundError, ValueError) as exc:
+    except FileNotFoundError as exc:
+        raise JobError(f"benchmark={bench.name}: {exc}{_below_data_root(bench, cfg.data_root)}") from exc
+    except (MalformedInstance, ValueError) as exc:
         raise JobError(f"benchmark={bench.name}: {exc}") from exc
+
+
+#: What a local instance file is named (a ``benchmark.path`` may instead be a dataset's name).
+_FILE_SUFFIXES = (".jsonl", ".json", ".parquet")
+
+
+def _absolute(value: str | None) -> str | None:
+    """A relative local file ``value`` (``benchmark.source`` or ``.path``) made absolute against
+    the current directory, so a message names where it was looked for; ``builtin``, URIs and
+    dataset names are kept."""
+    if not value or "://" in value or os.path.isabs(value):
+        return value
+    if os.path.lexists(value) or value.endswith(_FILE_SUFFIXES):
+        return os.path.abspath(value)
+    return value
+
+
+def _below_data_root(bench, data_root: str) -> str:
+    """When the missing file of ``bench`` lies below ``data_root`` (``benchmark.source:
+    ${data_root}/...``): the advice to set ``data_root``, naming its absolute path; else ""."""
+    source = bench.source or bench.path
+    if not source or not os.path.isabs(str(source)):
+        return ""
+    root = os.path.abspath(data_root)
+    if os.path.commonpath([root, os.path.abspath(str(source))]) != root:
+        return ""
+    return (f"; it is read below data_root={root} (a relative data_root is taken from the directory the command "
+            f"was started in, {os.getcwd()}): set data_root=<the folder holding "
+            f"{os.path.relpath(str(source), root)}> or the environment variable RAYDIST_DATA_ROOT")
