@@ -25,16 +25,18 @@ Examples::
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from raydist import launcher  # first: the environment defaults, before Ray or litellm is imported
 from raydist._util.run_dirs import job_name
-from raydist.driver.config import UNNAMED_OVERRIDES, check_config
+from raydist.driver.config import UNNAMED_OVERRIDES, ConfigError, check_config
 from raydist.driver.drive import run_job
 from raydist.driver.dry_run import print_plan
-from raydist.driver.plan import plan_job
-from raydist.driver.preflight import preflight
+from raydist.driver.plan import JobError, plan_job
+from raydist.driver.preflight import plan_launch, preflight
 
 
 def view_dir(levels, seeds) -> str:
@@ -70,7 +72,21 @@ def launch(cfg: DictConfig, run_dir: str) -> int:
     if checked.dry_run:
         print_plan(job)
         return 0
-    return run_job(job)
+    return run_job(job, record=config_record(cfg))
+
+
+def config_record(cfg: DictConfig) -> dict[str, str]:
+    """The files of the run directory's ``.hydra/`` record, by name: ``config.yaml`` (the job's
+    settings, interpolations resolved where they can be) and ``overrides.yaml`` (its
+    command-line overrides). ``raydist.driver.drive.run_job`` writes them once the plan is
+    valid and the run directory is held, so a refused launch leaves a finished run's record as
+    it was (Hydra writes none: ``hydra.output_subdir`` is null)."""
+    try:
+        settings = OmegaConf.to_yaml(cfg, resolve=True)
+    except Exception:  # noqa: BLE001 - a resolver only Hydra's job has: keep the interpolation
+        settings = OmegaConf.to_yaml(cfg)
+    task = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+    return {"config.yaml": settings, "overrides.yaml": OmegaConf.to_yaml(OmegaConf.create(task))}
 
 
 ENTRY = launcher.Entry(
@@ -82,9 +98,24 @@ ENTRY = launcher.Entry(
 
 
 def cli(argv: list[str] | None = None) -> int:
-    """``python -m raydist.launch``: check every job's settings (``raydist.driver.preflight``),
-    run Hydra, and return the exit status, naming each failed job of a multirun."""
-    return launcher.launch(ENTRY, argv)
+    """``python -m raydist.launch``: plan every job before any starts
+    (``raydist.driver.preflight.plan_launch``: a bad setting, input or path of any job exits 2
+    with nothing written), print the plans when every job is a dry run (Hydra is not started,
+    so no directory is made), else run Hydra's jobs; returns the exit status, naming each
+    failed job of a multirun."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        planned = plan_launch(args)
+    except (ConfigError, JobError) as exc:
+        print(f"raydist: error: {exc}", file=sys.stderr, flush=True)
+        return launcher.EXIT_SETTING
+    if planned is None:  # --help, --cfg...: Hydra's, after the schema check of the settings
+        return launcher.launch(ENTRY, args)
+    if all(p.dry_run for p in planned):
+        for p in planned:
+            print_plan(p.job)
+        return 0
+    return launcher.launch(replace(ENTRY, preflight=None), args)
 
 
 if __name__ == "__main__":

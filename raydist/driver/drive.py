@@ -10,7 +10,7 @@ and writes the summary (``raydist.driver.report``). Rows are written through one
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from raydist._util.files import atomic_write_text
 from raydist._util.storage import StorageError, mirrored, open_storage
@@ -22,8 +22,11 @@ from raydist.outcomes import InfrastructureError, classify_exception
 from raydist.results import ResultStore, RunDirBusy, run_dir_lock
 from raydist.results.budget import BUDGET_FILE
 
+#: The folder of a run directory holding the launch's settings (Hydra's name for it).
+RECORD_DIR = ".hydra"
 
-def run_job(job: Job, *, execute: Callable[..., dict] | None = None) -> int:
+
+def run_job(job: Job, *, execute: Callable[..., dict] | None = None, record: Mapping[str, str] | None = None) -> int:
     """Run the units of ``job`` that are not finished yet, then write ``gate.json`` (the
     validity gate's verdict, when it ran), ``runs.parquet``, ``steps.parquet``, ``preds/`` and
     ``summary.md`` in ``job.run_dir``, print the
@@ -41,6 +44,11 @@ def run_job(job: Job, *, execute: Callable[..., dict] | None = None) -> int:
     be reached, a missing base image, a full disk and a model server that does not start;
     ``JobError`` for a setting the cluster cannot satisfy.
 
+    ``record`` (file name -> text, ``raydist.launch.config_record``) is written to
+    ``<run_dir>/.hydra/`` once the run directory is held, before any unit starts: a launch
+    refused before then (by the plan, or a run directory in use) leaves an earlier launch's
+    record as it was.
+
     ``execute`` is what each unit's Ray task runs (``raydist.cluster.scheduler.run_units``;
     None: ``raydist.cluster.unit.execute_unit``, the sandboxed agent and grading)."""
     try:
@@ -52,6 +60,10 @@ def run_job(job: Job, *, execute: Callable[..., dict] | None = None) -> int:
         with run_dir_lock(job.run_dir), mirrored(job.mirror, job.run_dir):
             gate_dir = job.gate.store_dir if job.gate is not None else None
             with mirrored(job.gate.mirror if job.gate is not None else None, gate_dir or job.run_dir):
+                if record:
+                    (job.run_dir / RECORD_DIR).mkdir(exist_ok=True)
+                for name, text in (record or {}).items():
+                    atomic_write_text(job.run_dir / RECORD_DIR / name, text)
                 store = ResultStore(job.run_dir, mirror=job.mirror)
                 gate_store = ResultStore(job.gate.store_dir, mirror=job.gate.mirror) if job.gate is not None else None
                 try:

@@ -5,21 +5,34 @@ exit status 1; a ``--multirun`` would run its first jobs before reaching a bad o
 command line is expanded into its jobs as Hydra's basic sweeper does, each job's config is
 composed and checked against the schema (``raydist.driver.config.check_config``), and the
 first problem is returned as one line naming the key and what it accepts.
+
+For the main job, :func:`plan_launch` goes further, still before anything is written: each
+job's run directory as Hydra will name it, the job planned whole (``plan_job``: levels, agent,
+model, instance selection, instance file contents), and the paths it will write checked
+(:func:`check_paths`: below ``output_root``, and writable).
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra._internal.utils import get_args_parser
 from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
+from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
+from raydist._util.run_dirs import outside
+from raydist.cluster.job import Job
 from raydist.driver.config import ConfigError, LaunchConfig, check_config, describe_config_error
+from raydist.driver.plan import JobError, plan_job
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 """The main job's config folder (``raydist/conf``)."""
@@ -36,14 +49,30 @@ def job_overrides(argv: list[str]) -> list[list[str]] | None:
     args, _ = get_args_parser().parse_known_args(argv)
     if any(getattr(args, flag, None) for flag in _NO_JOB_FLAGS):
         return None
-    overrides = [o for o in args.overrides if not o.lstrip("+~").startswith(("hydra.", "hydra/"))]
-    try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-    except HydraException as exc:
-        raise ConfigError(str(exc).strip().splitlines()[0]) from exc
+    overrides = [o for o in args.overrides if not _is_hydra(o)]
+    parsed = _parsed(overrides)
     if not args.multirun:
         return None if any(o.is_sweep_override() for o in parsed) else [overrides]
     return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+
+
+def _is_hydra(override: str) -> bool:
+    return override.lstrip("+~").startswith(("hydra.", "hydra/"))
+
+
+def _parsed(overrides: list[str]) -> list:
+    """``overrides`` parsed by Hydra's grammar. Raises ``ConfigError`` naming the first that
+    does not parse, its key and what the parser says (Hydra's own message names no key)."""
+    parser = OverridesParser.create()
+    for override in overrides:
+        try:
+            parser.parse_overrides([override])
+        except HydraException as exc:
+            key = override.split("=", 1)[0]
+            reason = str(exc).strip().splitlines()[0]
+            raise ConfigError(f"config key {key}: the override {override!r} does not parse ({reason}); "
+                              "quote a value holding spaces or brackets, e.g. 'levels=[L0,L3]'") from exc
+    return parser.parse_overrides(overrides)
 
 
 def preflight(argv: list[str], config_name: str = "config", check=check_config) -> str | None:
@@ -110,3 +139,123 @@ def checked_config(overrides: list[str]) -> LaunchConfig:
         raise ConfigError(_describe(exc)) from exc
     finally:
         GlobalHydra.instance().clear()
+
+
+@dataclass(frozen=True)
+class PlannedJob:
+    """One job of the main job's command line, planned before any job starts."""
+
+    overrides: tuple[str, ...]
+    """The job's own overrides (no ``hydra.*``), as Hydra's sweeper gives them."""
+    run_dir: Path
+    """Its run directory as Hydra will name it (``hydra.run.dir`` or the sweep's dir and
+    subdir), absolute."""
+    job: Job
+    """Its plan (``raydist.driver.plan.plan_job``): nothing started, nothing written."""
+    dry_run: bool
+    """``dry_run=true``: the job prints its plan and writes nothing."""
+
+
+def plan_launch(argv: list[str]) -> list[PlannedJob] | None:
+    """Every job of ``python -m raydist.launch`` ``argv`` planned, in Hydra's order, before
+    any starts and with nothing written: each job's config composed and checked
+    (``check_config``), its run directory computed as Hydra will (the ``hydra.*`` overrides
+    applied), its ``Job`` planned (``plan_job``: levels, agent, model, the instances chosen and
+    the rows of their file) and its paths checked (:func:`check_paths`). None when ``argv``
+    runs no job (``--help``, ``--cfg``...) or is Hydra's to reject. Raises ``ConfigError`` or
+    ``JobError`` (exit status 2) with one line naming the bad key or input and, in a
+    ``--multirun``, the job's overrides."""
+    jobs = job_overrides(argv)
+    if not jobs:
+        return None
+    args, _ = get_args_parser().parse_known_args(argv)
+    if args.cfg:
+        return None
+    hydra_overrides = [o for o in args.overrides if _is_hydra(o)]
+    planned = []
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            for overrides in jobs:
+                where = f" (job {' '.join(overrides)})" if len(jobs) > 1 else ""
+                try:
+                    planned.append(_plan_one(overrides, hydra_overrides, bool(args.multirun)))
+                except ConfigError as exc:
+                    raise ConfigError(f"{exc}{where}") from exc
+                except JobError as exc:
+                    raise JobError(f"{exc}{where}") from exc
+                except (HydraException, OmegaConfBaseException) as exc:
+                    raise ConfigError(f"{_describe(exc)}{where}") from exc
+    finally:
+        GlobalHydra.instance().clear()
+    return planned
+
+
+def _plan_one(overrides: list[str], hydra_overrides: list[str], multirun: bool) -> PlannedJob:
+    cfg = compose("config", overrides=[*hydra_overrides, *overrides], return_hydra_config=True)
+    run_dir = _run_dir(cfg, multirun)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    checked = check_config(cfg)
+    job = plan_job(checked, run_dir)
+    check_paths(checked, job)
+    return PlannedJob(tuple(overrides), run_dir, job, bool(checked.dry_run))
+
+
+def _run_dir(cfg: DictConfig, multirun: bool) -> Path:
+    """The run directory Hydra gives the job of ``cfg`` (composed with its ``hydra`` node), as
+    ``hydra.core.utils.run_job`` computes it: absolute against the current directory."""
+    HydraConfig.instance().set_config(cfg)  # ${hydra:overrides.task} in the sweep's subdir
+    hydra = cfg.hydra
+    folder = (os.path.join(str(hydra.sweep.dir), str(OmegaConf.select(cfg, "hydra.sweep.subdir")))
+              if multirun else str(hydra.run.dir))
+    return Path(os.path.abspath(folder))
+
+
+def check_paths(cfg: LaunchConfig, job: Job) -> None:
+    """The folders the job of ``cfg`` writes are allowed and can be written, before any is:
+    its run directory and the validity gate's lie below ``output_root`` (resolved: no ``..``,
+    no symbolic link out; a ``hydra.run.dir`` or ``hydra.sweep.dir`` set elsewhere is
+    refused), and on the way to each, and to ``cache_dir``, the first part that exists is a
+    folder that this process may write in (a dry run writes nothing, so only the first is
+    checked). Raises ``ConfigError`` naming the setting and the absolute path."""
+    root = Path(cfg.output_root)
+    folders = [("the run directory", job.run_dir)]
+    if job.gate is not None:
+        folders.append(("the validity gate's folder", job.gate.store_dir))
+    for what, folder in folders:
+        if outside(root, folder):
+            raise ConfigError(f"output_root={root}: {what} {Path(folder).resolve()} is not below it; every file a "
+                              "launch writes goes below output_root (set output_root, not hydra.run.dir or "
+                              "hydra.sweep.dir)")
+        _check_writable("output_root", root, Path(folder), write=not cfg.dry_run)
+    cache = Path(cfg.cache_dir)
+    _check_writable("cache_dir", cache, cache, write=not cfg.dry_run)
+
+
+def _check_writable(key: str, root: Path, folder: Path, write: bool) -> None:
+    existing = folder
+    while not os.path.lexists(existing) and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        what = "a file" if existing.is_file() else "not a folder"
+        raise ConfigError(f"{key}={root}: {existing} is {what}; choose another {key} (a folder, or a path "
+                          "that does not exist yet)")
+    if write and not _can_write(existing, probe=existing != folder):
+        raise ConfigError(f"{key}={root}: {existing} cannot be written by this user (read-only or not "
+                          f"permitted); choose another {key} or make it writable")
+
+
+def _can_write(folder: Path, probe: bool) -> bool:
+    """Whether this process can make files in ``folder``: its permission bits
+    (``os.access``), and with ``probe`` a folder made in it and removed at once, since root
+    passes ``os.access`` where the filesystem still refuses (``/sys``, a read-only mount)."""
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return False
+    if not probe:
+        return True
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".raydist-probe-", dir=folder))
+    except OSError:
+        return False
+    return True
