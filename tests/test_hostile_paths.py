@@ -85,6 +85,14 @@ def test_a_relative_output_root_is_taken_from_the_current_directory_and_printed_
     assert list(tmp_path.iterdir()) == []  # a dry run writes nothing, not even its run directory
 
 
+def test_relative_roots_are_made_absolute_against_the_current_directory(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    [planned] = plan_launch(["output_root=o", "cache_dir=c", "dry_run=true", *SMALL])
+    assert (planned.job.output_root, planned.job.settings.cache_dir) == (tmp_path / "o", str(tmp_path / "c"))
+    line = _refused(capsys, "output_root=o", "model=..", *SMALL)
+    assert line.endswith(f"output_root={tmp_path}/o (e.g. model=openai/gpt-4o-mini)")
+
+
 # -- names from settings that build paths ------------------------------------------------------
 
 @pytest.mark.parametrize("key, value, why", [
@@ -197,14 +205,13 @@ def test_a_multirun_with_one_bad_job_is_refused_before_the_first_runs(tmp_path, 
 
 @pytest.mark.docker
 @pytest.mark.usefixtures("client")
-def test_a_multirun_launched_as_a_user_does_runs_no_job_when_its_second_is_bad(tmp_path):
-    res = launch(tmp_path, "--multirun", "agent=oracle", "seeds=[0]", "levels=[L0],[L9]", "benchmark.limit=1",
-                 timeout=300)
+def test_a_multirun_launched_as_a_user_does_runs_no_job_when_its_second_names_an_unknown_instance(tmp_path):
+    """The second job's instance id is unknown: found only when its instances are loaded."""
+    res = launch(tmp_path, "--multirun", *SMALL[:-1], f"benchmark.ids=[{FIRST}],[no_such_instance]", timeout=300)
     assert res.returncode == 2, res.stderr[-3000:]
     assert res.stderr.strip().splitlines() == [
-        "raydist: error: levels: unknown level 'L9' in 'L9'; implemented levels are L0, L1, L2, L3, L4, full "
-        f"(compose with '+', e.g. L0+L3) (job output_root={tmp_path} agent=oracle seeds=[0] levels=[L9] "
-        "benchmark.limit=1)"]
+        "raydist: error: benchmark=builtin: builtin: unknown instance ids 'no_such_instance'; check benchmark.ids "
+        f"(job output_root={tmp_path} agent=oracle levels=[L0] seeds=[0] benchmark.ids=[no_such_instance])"]
     assert list(tmp_path.iterdir()) == []
 
 
