@@ -132,7 +132,8 @@ def test_the_run_and_gate_directories_of_an_llm_agent_lie_below_output_root(tmp_
 
 def test_the_run_directories_the_preflight_plans_are_the_ones_hydra_makes(tmp_path, capsys):
     args = ["--multirun", f"output_root={tmp_path}", "dry_run=true", "agent=oracle", "levels=[L0],[L3]",
-            "seeds=[0]", "benchmark.limit=1", "view.l3_files=all,patched"]
+            "seeds=[0]", "benchmark.limit=1", "view.l3_files=all,patched",
+            "hydra/job_logging=none", "hydra/hydra_logging=none"]  # Hydra in this process: leave logging alone
     planned = [str(p.run_dir) for p in plan_launch(args)]
     assert launcher.launch(ENTRY, args) == 0  # Hydra's own jobs, as before: each prints its run directory
     made = [line.removeprefix("run directory: ") for line in capsys.readouterr().out.splitlines()
