@@ -14,6 +14,7 @@ model, instance selection, instance file contents), and the paths it will write 
 
 from __future__ import annotations
 
+import copy
 import os
 import tempfile
 from dataclasses import dataclass
@@ -193,10 +194,11 @@ def plan_launch(argv: list[str]) -> list[PlannedJob] | None:
 
 def _plan_one(overrides: list[str], hydra_overrides: list[str], multirun: bool) -> PlannedJob:
     cfg = compose("config", overrides=[*hydra_overrides, *overrides], return_hydra_config=True)
+    settings = copy.deepcopy(cfg)  # the job's config, as Hydra hands it to the job: no hydra node
+    with open_dict(settings):
+        del settings["hydra"]
+    checked = check_config(settings)  # first: a bad setting is named before its run directory is built
     run_dir = _run_dir(cfg, multirun)
-    with open_dict(cfg):
-        del cfg["hydra"]
-    checked = check_config(cfg)
     job = plan_job(checked, run_dir)
     check_paths(checked, job)
     return PlannedJob(tuple(overrides), run_dir, job, bool(checked.dry_run))
