@@ -207,11 +207,15 @@ def test_context_manager_removes_on_error(client):
 
 
 def test_sweep_removes_dead_owner_and_keeps_live_one(client):
-    # A real process creates a sandbox and dies without removing it.
+    # A real process creates a sandbox and dies without removing it, its reaper killed first
+    # (the sweep is what remains when the reaper is gone too).
     script = textwrap.dedent(f"""
         import os
-        from raydist.sandbox import Sandbox, connect
+        from raydist.sandbox import Sandbox, connect, reaper
         box = Sandbox.create(connect(), {base_image_tag()!r}, name="orphan")
+        reaper._reaper.kill()
+        reaper._reaper.wait()
+        reaper.lock_path(reaper.owner_label()).unlink()
         print(box.name, flush=True)
         os._exit(0)
     """)

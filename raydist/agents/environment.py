@@ -20,7 +20,7 @@ from raydist.agents.taxonomy import classify
 from raydist.views.audit import ExposureLog, IdentitySet, find_exposures, hidden_names
 
 if TYPE_CHECKING:
-    from raydist.sandbox import Sandbox
+    from raydist.sandbox import ExecResult, Sandbox
     from raydist.views import View
 
 SUBMIT_MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
@@ -117,6 +117,9 @@ class ViewEnvironment:
         `{"output", "returncode", "exception_info", "extra"}` with the output in view
         coordinates, truncated to `output_limit_chars`; `extra` is the step's record.
         `action` may carry the producing call's `input_tokens` and `output_tokens` (ints).
+        `exception_info` (the observation's error line) says when the command was killed: at
+        its time limit, or by the kernel's OOM killer (`ExecResult.oom_killed`); the sandbox
+        survives the latter and the run goes on.
 
         Raises:
             Submitted: the output's first line is COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT and the
@@ -143,12 +146,19 @@ class ViewEnvironment:
         }
         self.steps.append(record)
         _check_submitted(seen, result.returncode)
-        return {
-            "output": shown,
-            "returncode": result.returncode,
-            "exception_info": f"the command was killed after {limit:g} s" if result.timed_out else "",
-            "extra": record,
-        }
+        return {"output": shown, "returncode": result.returncode, "exception_info": self._killed(result, limit),
+                "extra": record}
+
+    def _killed(self, result: ExecResult, limit: float) -> str:
+        """Why the command was killed, for the observation's error line ("" when it was not)."""
+        if result.timed_out:
+            return f"the command was killed after {limit:g} s"
+        if getattr(result, "oom_killed", False):
+            memory = getattr(self.sandbox, "memory", None)
+            within = f" of {memory}" if memory else ""
+            return (f"the command was killed by the kernel: it ran out of memory (the sandbox's limit{within}); "
+                    "the sandbox is still running")
+        return ""
 
     def get_template_vars(self, **kwargs) -> dict[str, Any]:
         """The config fields plus the view's level and seed, for the prompt templates."""

@@ -61,12 +61,14 @@ LOG_SIZE = 64 << 20  # bytes of one command's output the file keeps
 @dataclass(frozen=True)
 class ExecResult:
     """Outcome of one command: merged stdout/stderr text, exit code, whether the timeout
-    fired, and wall time in seconds."""
+    fired, wall time in seconds, and whether the kernel's OOM killer killed a process of the
+    container while it ran (the command then usually exits 137 before its time limit)."""
 
     output: str
     returncode: int
     timed_out: bool
     seconds: float
+    oom_killed: bool = False
 
 
 def wrapped_command(command: str, timeout: float, keepalive: int | None) -> tuple[list[str], str, str]:

@@ -53,8 +53,9 @@ from raydist.sandbox.command import (
     split_trailer,
     wrapped_command,
 )
-from raydist.sandbox.engine import OWNER_LABEL, owner_label
+from raydist.sandbox.engine import OWNER_LABEL, address_of, owner_label
 from raydist.sandbox.limits import Limits
+from raydist.sandbox.reaper import reaped
 
 # Capabilities a root process in a sandbox keeps (the bounding set of every process in it):
 # enough to chown/chmod files of other owners, signal and switch to other ids (a harness that
@@ -63,6 +64,8 @@ from raydist.sandbox.limits import Limits
 # effective capability at all.
 CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID")
 TESTBED = "/testbed"
+# Where the container's memory cgroup counts its OOM kills (`oom_kill N`): cgroup v2, then v1.
+OOM_COUNTERS = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
 
 
 def _container_name(hint: str | None) -> str:
@@ -141,6 +144,8 @@ class Sandbox:
         self.name: str = container.name
         self._owner: tuple[int, int] | None = None
         self._keepalive: int | None = None
+        self._oom_kills = 0  # OOM kills in the container's cgroup seen so far
+        self.memory: str | None = None  # the memory limit (a Docker size) it was created with
 
     @property
     def owner(self) -> tuple[int, int]:
@@ -179,10 +184,18 @@ class Sandbox:
         and ``limits.testbed_size`` is set) is a bounded tmpfs volume holding a copy of the
         image's ``/testbed``, owners and modes kept. ``user`` overrides the image's user
         (grading runs as ``root`` to run the tests as an unprivileged user of its own).
+        Should this process die without removing it, its reaper does within
+        ``raydist.sandbox.reaper.REAP_BOUND`` seconds.
 
         Raises ``docker.errors.ImageNotFound`` when the image is absent.
         """
-        limits = limits or Limits()
+        with reaped(address_of(client)):
+            return cls._create(client, image, limits=limits or Limits(), labels=labels, name=name,
+                               network=network, tmpfs=tmpfs, user=user)
+
+    @classmethod
+    def _create(cls, client: docker.DockerClient, image: str, *, limits: Limits, labels: Mapping[str, str] | None,
+                name: str | None, network: str, tmpfs: Mapping[str, str] | None, user: str | None) -> Sandbox:
         all_labels = {OWNER_LABEL: owner_label(), **(labels or {})}
         tmpfs = dict(tmpfs or {})
         mounts = [_tmpfs_volume(LOG_DIR, LOG_SIZE, "mode=1777")]
@@ -219,6 +232,7 @@ class Sandbox:
                 **({"user": user} if user else {}),
             )
             box = cls(client, container)
+            box.memory = limits.memory
             box._keepalive = _keepalive_pid(container)
             if testbed is not None:
                 try:
@@ -247,6 +261,9 @@ class Sandbox:
         ``timeout + KILL_GRACE + HOST_SLACK`` s, then kills every process in the container but
         its init and keep-alive process, so a hung exec never blocks the caller. ``timed_out`` is
         True when the exit code is 124/137 and the time limit was reached (an OOM kill also exits 137, but early).
+        ``oom_killed`` is True when a command killed early (137) coincides with a new OOM kill
+        in the container's memory cgroup: the container itself lives on (its init and
+        keep-alive are far smaller than what the killer picks), so the next command runs.
         """
         if timeout <= 0:
             raise ValueError(f"exec timeout must be positive seconds, got {timeout!r}")
@@ -273,7 +290,21 @@ class Sandbox:
             returncode = 137 if code is None else int(code)
             data = self._read_log(log, fallback=data)
         timed_out = guard_fired or (returncode in TIMEOUT_CODES and seconds >= timeout)
-        return ExecResult(data.decode("utf-8", errors="replace"), returncode, timed_out, seconds)
+        oom_killed = returncode == 137 and not timed_out and self._new_oom_kill()
+        return ExecResult(data.decode("utf-8", errors="replace"), returncode, timed_out, seconds, oom_killed)
+
+    def _new_oom_kill(self) -> bool:
+        """True when the cgroup counts more OOM kills than when last asked (or created)."""
+        try:
+            done = self.container.exec_run(["cat", *OOM_COUNTERS])
+        except APIError:
+            return False
+        counts = [int(n) for key, _, n in (line.partition(" ") for line in done.output.decode().splitlines())
+                  if key == "oom_kill" and n.isdigit()]
+        if not counts or counts[0] <= self._oom_kills:
+            return False
+        self._oom_kills = counts[0]
+        return True
 
     def _read_log(self, path: str, fallback: bytes) -> bytes:
         try:

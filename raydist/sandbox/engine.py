@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import os
 import socket
+import weakref
 
 import docker
 from docker.errors import DockerException, NotFound
 
 OWNER_LABEL = "raydist.owner"
 API_TIMEOUT = 600.0  # seconds, for every call after the ping
+DEFAULT_ADDRESS = "unix:///var/run/docker.sock"
+_addresses: weakref.WeakKeyDictionary[docker.DockerClient, str] = weakref.WeakKeyDictionary()
 
 
 class SandboxUnavailable(RuntimeError):
@@ -29,7 +32,7 @@ def connect(docker_host: str | None = None, timeout: float = 10) -> docker.Docke
 
     Raises ``SandboxUnavailable`` naming the address tried and how to start the daemon.
     """
-    address = docker_host or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    address = docker_host or os.environ.get("DOCKER_HOST") or DEFAULT_ADDRESS
     try:
         client = docker.DockerClient(base_url=address, timeout=timeout)
         client.ping()
@@ -39,7 +42,14 @@ def connect(docker_host: str | None = None, timeout: float = 10) -> docker.Docke
             f"cannot reach the Docker daemon at {address} ({exc}); "
             "start it with `bash launch/setup.sh`, or set sandbox.docker_host"
         ) from exc
+    _addresses[client] = address
     return client
+
+
+def address_of(client: docker.DockerClient) -> str:
+    """The daemon address ``client`` was connected to by ``connect`` (for a client made some
+    other way, ``DOCKER_HOST`` or the default socket)."""
+    return _addresses.get(client) or os.environ.get("DOCKER_HOST") or DEFAULT_ADDRESS
 
 
 def owner_label() -> str:

@@ -1,0 +1,161 @@
+"""Faults around the sandbox, each tried with a real container: the owner killed, a stop
+during ``sleep infinity``, the kernel's OOM killer during an agent's command."""
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import jinja2
+import pytest
+from docker.errors import NotFound
+from minisweagent.exceptions import Submitted
+
+from raydist.agents import ViewEnvironment, load_prompts
+from raydist.agents.scripted import SUBMIT_COMMAND
+from raydist.sandbox import Limits, Sandbox, base_image_tag
+from raydist.sandbox.reaper import REAP_BOUND, lock_path
+from raydist.views.base import IDENTITY, View
+
+pytestmark = pytest.mark.docker
+REPO = Path(__file__).resolve().parents[1]
+
+# A process that creates a sandbox, says its name, and runs `sleep infinity` in it.
+OWNER = textwrap.dedent("""
+    import sys
+    from raydist.sandbox import Limits, Sandbox, base_image_tag, connect
+    with Sandbox.create(connect(), base_image_tag(), limits=Limits(memory="256m"), name="owner") as box:
+        print(box.name, flush=True)
+        box.exec("sleep infinity", timeout=float(sys.argv[1]))
+""")
+
+
+def start_owner(timeout: float = 600) -> tuple[subprocess.Popen, str]:
+    """The owner process and its sandbox's name, once the sandbox runs."""
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, str(timeout)], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    assert owner.stdout is not None
+    name = owner.stdout.readline().strip()
+    assert name.startswith("raydist-owner-"), f"the owner printed {name!r}"
+    return owner, name
+
+
+def exists(client, name: str) -> bool:
+    try:
+        client.containers.get(name)
+    except NotFound:
+        return False
+    return True
+
+
+def wait_for(holds, bound: float) -> bool:
+    """Polls ``holds()`` until it is true (True) or ``bound`` seconds pass (False)."""
+    deadline = time.monotonic() + bound
+    while not holds():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+@pytest.fixture
+def remove_leftovers(client):
+    """Names of containers a failing test may leave; removed after it."""
+    names: list[str] = []
+    yield names
+    for name in names:
+        try:
+            client.containers.get(name).remove(force=True, v=True)
+        except NotFound:
+            pass
+
+
+def test_a_sigkilled_owners_container_is_removed_within_the_bound_without_a_new_launch(client, remove_leftovers):
+    owner, name = start_owner()
+    remove_leftovers.append(name)
+    owner.kill()  # SIGKILL: no finally, no __exit__; not waited for yet, so a zombie
+    gone = wait_for(lambda: not exists(client, name), REAP_BOUND)
+    owner.wait()
+    assert gone, f"{name} outlived its SIGKILLed owner by {REAP_BOUND} s"
+    lock = lock_path(f"{socket.gethostname()}:{owner.pid}")
+    assert wait_for(lambda: not lock.exists(), REAP_BOUND), f"the reaper left {lock} behind"
+
+
+def test_the_reaper_leaves_once_its_owner_has_no_container_and_the_next_one_starts_another(client):
+    from raydist.sandbox import reaper
+
+    with Sandbox.create(client, base_image_tag(), name="idle"):
+        first = reaper._reaper
+    assert first is not None and first.poll() is None
+    assert wait_for(lambda: first.poll() is not None, reaper.IDLE + 3 * reaper.POLL), "the reaper outlived its work"
+    with Sandbox.create(client, base_image_tag(), name="idle"):
+        second = reaper._reaper
+        assert second is not None and second is not first and second.poll() is None
+
+
+# --- a stop while `sleep infinity` runs (inspect_ai #509) ----------------------------------
+
+
+STOP_BOUND = 10.0  # seconds from the signal until the owner has exited and its container is gone
+
+
+def test_ctrl_c_during_sleep_infinity_removes_the_container_and_ends_the_owner(client, remove_leftovers):
+    owner, name = start_owner()
+    remove_leftovers.append(name)
+    owner.send_signal(signal.SIGINT)
+    assert owner.wait(STOP_BOUND) != 0
+    assert not exists(client, name), "the `with` block's exit did not remove the sandbox"
+
+
+def test_sigterm_during_sleep_infinity_leaves_the_container_to_the_reaper_within_the_bound(client, remove_leftovers):
+    owner, name = start_owner()
+    remove_leftovers.append(name)
+    owner.terminate()  # Python's default SIGTERM: dies at once, no clean-up of its own
+    assert owner.wait(STOP_BOUND) == -signal.SIGTERM
+    assert wait_for(lambda: not exists(client, name), STOP_BOUND), f"{name} outlived its owner by {STOP_BOUND} s"
+
+
+def sleepers(box: Sandbox) -> int:
+    """How many `sleep infinity` processes run in ``box`` (its keep-alive is one)."""
+    return int(box.exec("pgrep -c -x -f 'sleep infinity'", timeout=30, cwd="/").output)
+
+
+def test_sleep_infinity_ends_at_the_timeout_and_leaves_no_process_behind(client):
+    with Sandbox.create(client, base_image_tag(), limits=Limits(memory="256m"), name="sleeper") as box:
+        done = box.exec("sleep infinity & setsid sleep infinity & sleep infinity", timeout=1)
+        assert (done.returncode, done.timed_out) == (124, True)
+        assert sleepers(box) == 1
+
+
+# --- the kernel's OOM killer during an agent's command ------------------------------------
+
+
+MEMORY_HOG = "python3 -c 'x = []\nwhile True: x.append(b\"x\" * 10**7)'"  # 10 MB pages it touches, forever
+
+
+def test_an_oom_killed_command_is_named_in_the_observation_and_the_agent_goes_on(client):
+    view = View(instance_id="oom-1", level="L0", seed=0, problem_statement="use less memory", files={},
+                translator=IDENTITY, renderers=(), identity=None)
+    prompts = load_prompts("conf/prompts")
+    with Sandbox.create(client, base_image_tag(), limits=Limits(memory="256m"), name="oom") as box:
+        env = ViewEnvironment(box, view, timeout=60, cwd="/")
+        killed = env.execute({"command": MEMORY_HOG})
+        assert (killed["returncode"], env.steps[0]["timed_out"]) == (137, False)
+        assert killed["exception_info"] == ("the command was killed by the kernel: it ran out of memory "
+                                            "(the sandbox's limit of 256m); the sandbox is still running")
+        observation = jinja2.Template(prompts.observation).render(output=killed)
+        assert observation.startswith(f"<error>{killed['exception_info']}</error>\n<returncode>137</returncode>")
+        after = env.execute({"command": "echo still here"})
+        assert (after["output"], after["returncode"], after["exception_info"]) == ("still here\n", 0, "")
+        with pytest.raises(Submitted):
+            env.execute({"command": SUBMIT_COMMAND})
+
+
+def test_a_command_killed_by_a_signal_is_not_called_out_of_memory(client):
+    """The OOM line needs the cgroup's own count of OOM kills, not merely exit 137."""
+    with Sandbox.create(client, base_image_tag(), limits=Limits(memory="256m"), name="oom") as box:
+        done = box.exec("kill -9 $$", timeout=30, cwd="/")
+        assert (done.returncode, done.timed_out, done.oom_killed) == (137, False, False)
