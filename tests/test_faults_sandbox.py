@@ -1,5 +1,6 @@
 """Faults around the sandbox, each tried with a real container: the owner killed, a stop
-during ``sleep infinity``, the kernel's OOM killer during an agent's command."""
+during ``sleep infinity``, the kernel's OOM killer during an agent's command, a model patch
+without its final newline."""
 from __future__ import annotations
 
 import signal
@@ -17,9 +18,11 @@ from minisweagent.exceptions import Submitted
 
 from raydist.agents import ViewEnvironment, load_prompts
 from raydist.agents.scripted import SUBMIT_COMMAND
+from raydist.grading.apply import apply_patch
 from raydist.sandbox import Limits, Sandbox, base_image_tag
 from raydist.sandbox.reaper import REAP_BOUND, lock_path
 from raydist.views.base import IDENTITY, View
+from tests.test_hostile_patches import FIXED, ORIGINAL, PATCH
 
 pytestmark = pytest.mark.docker
 REPO = Path(__file__).resolve().parents[1]
@@ -159,3 +162,17 @@ def test_a_command_killed_by_a_signal_is_not_called_out_of_memory(client):
     with Sandbox.create(client, base_image_tag(), limits=Limits(memory="256m"), name="oom") as box:
         done = box.exec("kill -9 $$", timeout=30, cwd="/")
         assert (done.returncode, done.timed_out, done.oom_killed) == (137, False, False)
+
+
+# --- a model patch without its final newline (mini-swe-agent#305) --------------------------
+
+
+def test_a_model_patch_without_its_final_newline_applies_in_the_grading_sandbox_like_the_whole_one(client):
+    with Sandbox.create(client, base_image_tag(), limits=Limits(memory="256m"), name="eol") as box:
+        box.write_files(ORIGINAL)
+        box.exec("git init -q && git add . && git -c user.name=t -c user.email=t@t commit -qm base", timeout=60)
+        for patch in (PATCH, PATCH.rstrip("\n")):
+            result = apply_patch(box, patch, label="model")
+            assert (result.applied, result.method) == (True, "git-apply")
+            assert box.read_files(["calc.py"]) == {"calc.py": FIXED.encode()}
+            box.exec("git checkout -- .", timeout=60)

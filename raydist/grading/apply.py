@@ -20,6 +20,8 @@ from pathlib import Path
 
 from swebench.harness.run_evaluation import GIT_APPLY_CMDS
 
+from raydist.views.recover import terminated
+
 PATCH_DIR = "/tmp"
 APPLY_TIMEOUT = 120.0  # seconds; applying never legitimately takes long
 RESET_COMMAND = "git checkout -- . ; git clean -fd"  # swebench's reset between attempts
@@ -62,7 +64,8 @@ def apply_patch(sandbox, patch: str, *, label: str, cwd: str = "/testbed", fallb
     how SWE-bench's eval script applies the test patch on top of the model patch.
 
     ``label`` names the patch (``"model"``, ``"test"``, ``"gold"``) in its file name and in
-    the output. An empty or blank patch counts as applied with method ``"empty"``. Never
+    the output. An empty or blank patch counts as applied with method ``"empty"``; one that
+    lacks its final newline is applied as with it (``raydist.views.recover.terminated``). Never
     raises for a patch that does not apply: that is an outcome, ``applied=False``, and (with
     fallbacks) the tree is left at HEAD. ``cwd`` must be a git work tree whose HEAD is the state to patch.
     """
@@ -70,7 +73,7 @@ def apply_patch(sandbox, patch: str, *, label: str, cwd: str = "/testbed", fallb
         return ApplyResult(True, "empty", "")
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", label) or "patch"
     name = f"raydist-{slug}-{secrets.token_hex(6)}.patch"
-    sandbox.write_files({name: patch if patch.endswith("\n") else patch + "\n"}, root=PATCH_DIR)
+    sandbox.write_files({name: terminated(patch)}, root=PATCH_DIR)
     path = f"{PATCH_DIR}/{name}"
     outputs = []
     commands = GIT_APPLY_CMDS if fallbacks else GIT_APPLY_CMDS[:1]
@@ -92,12 +95,13 @@ class PatchError(RuntimeError):
 
 def apply_on_host(root: Path, diff: str, *, label: str = "the patch", reverse: bool = False) -> None:
     """``git apply`` (``-R`` with ``reverse``) the git-style ``diff`` at the host directory
-    ``root`` (a git work tree or not); nothing for an empty ``diff``. Raises
+    ``root`` (a git work tree or not); nothing for an empty ``diff``; one that lacks its final
+    newline applies as with it (``raydist.views.recover.terminated``). Raises
     :class:`PatchError` (a ``RuntimeError``) ``"<label> does not apply at <root>: <git's
     message>"`` (``revert`` with ``reverse``) when git refuses it."""
     if not diff:
         return
     argv = ["git", "apply", "--whitespace=nowarn", *(["-R"] if reverse else []), "-"]
-    done = subprocess.run(argv, cwd=root, input=diff, capture_output=True, text=True, check=False)
+    done = subprocess.run(argv, cwd=root, input=terminated(diff), capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise PatchError(f"{label} does not {'revert' if reverse else 'apply'} at {root}: {done.stderr.strip()}")

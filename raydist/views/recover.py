@@ -117,9 +117,17 @@ def _strip_prefix(name: str | None) -> str | None:
     return name[2:] if name[:2] in ("a/", "b/") else name
 
 
+def terminated(patch: str) -> str:
+    """``patch`` with a final ``\\n`` when it lacks one: a diff cut after its last line (an
+    output stripped on its way, mini-swe-agent#305) means the same diff, whereas git calls it
+    corrupt and the file would lose its last newline. A last line without a newline of its own
+    is marked by ``\\ No newline at end of file`` inside the diff, never by the diff's end."""
+    return patch if not patch or patch.endswith("\n") else patch + "\n"
+
+
 def _parse(patch: str) -> PatchSet:
     try:
-        return PatchSet(patch)
+        return PatchSet(terminated(patch))
     except UnidiffParseError as err:
         raise PatchApplyError(f"patch is not a unified diff: {err}") from err
 
