@@ -1,8 +1,10 @@
 """Faults around the sandbox, each tried with a real container: the owner killed, a stop
 during ``sleep infinity``, the kernel's OOM killer during an agent's command, a model patch
-without its final newline."""
+without its final newline, a repository with CRLF line endings."""
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -16,13 +18,15 @@ import pytest
 from docker.errors import NotFound
 from minisweagent.exceptions import Submitted
 
-from raydist.agents import ViewEnvironment, load_prompts
+from raydist.agents import AgentSettings, ViewEnvironment, load_prompts, oracle
 from raydist.agents.scripted import SUBMIT_COMMAND
+from raydist.cluster.workspace import install_view, read_changes
 from raydist.grading.apply import apply_patch
-from raydist.sandbox import Limits, Sandbox, base_image_tag
+from raydist.sandbox import Limits, Sandbox, base_image_tag, ensure_instance_image
 from raydist.sandbox.reaper import REAP_BOUND, lock_path
+from raydist.views import RepoFiles, build_view, recover_patch
 from raydist.views.base import IDENTITY, View
-from tests.test_hostile_patches import FIXED, ORIGINAL, PATCH
+from tests.test_hostile_patches import FIXED, INFLECTION, ORIGINAL, PATCH, crlf_instance, crlf_only, to_crlf
 
 pytestmark = pytest.mark.docker
 REPO = Path(__file__).resolve().parents[1]
@@ -176,3 +180,43 @@ def test_a_model_patch_without_its_final_newline_applies_in_the_grading_sandbox_
             assert (result.applied, result.method) == (True, "git-apply")
             assert box.read_files(["calc.py"]) == {"calc.py": FIXED.encode()}
             box.exec("git checkout -- .", timeout=60)
+
+
+# --- a repository with CRLF line endings, through the sandbox (SWE-bench#372) ---------------
+
+CACHE = Path(os.environ.get("RAYDIST_CACHE_DIR", Path.home() / ".cache" / "raydist"))
+TO_CRLF = "find . -name '*.py' -not -path './.git/*' -exec sed -i 's/$/\\r/' {} +"
+COMMIT = ("{ [ -d .git ] || git init -q; } && git add -A && "
+          "git -c user.name=t -c user.email=t@t commit -qm crlf --allow-empty --no-verify")
+
+
+def test_the_oracle_on_a_crlf_repository_through_the_sandbox_keeps_its_bytes_and_resolves(client, tmp_path):
+    """The view installed and the oracle's files written by the sandbox, the agent's tree read
+    back through the archive API, the patch recovered, then applied by the grading's
+    ``apply_patch`` to a fresh CRLF copy of the instance, whose FAIL_TO_PASS test passes."""
+    image = ensure_instance_image(client, INFLECTION.recipe, cache_dir=CACHE, label=INFLECTION.instance_id)
+    crlf = tmp_path / "crlf"
+    shutil.copytree(image.repo_dir, crlf)
+    to_crlf(crlf)
+    repo, instance = RepoFiles(crlf), crlf_instance(INFLECTION)
+    view = build_view(instance, repo, "L2+L3", 0)
+    with Sandbox.create(client, image.tag, limits=Limits(memory="1g"), name="crlf-agent") as box:
+        assert box.exec(TO_CRLF, timeout=60).returncode == 0
+        initial = install_view(box, view)
+        outcome = oracle(view=view, sandbox=box, instance=instance, read_original=repo.read,
+                         settings=AgentSettings(command_timeout_s=30.0))
+        assert outcome.exit_status == "Submitted"
+        changes = read_changes(box, initial, repo)
+    assert sorted(changes.final) == ["inflection/__init__.py"]
+    patch = recover_patch({p: repo.read(p) for p in changes.final}, changes.final)
+    with Sandbox.create(client, image.tag, limits=Limits(memory="1g"), name="crlf-grade") as grader:
+        assert grader.exec(f"{TO_CRLF} && {COMMIT}", timeout=120).returncode == 0
+        applied = apply_patch(grader, patch, label="model")
+        assert (applied.applied, applied.method) == (True, "git-apply"), applied.output
+        assert apply_patch(grader, instance.test_patch, label="test", fallbacks=False).applied
+        tree = grader.read_files(["setup.py", "inflection/__init__.py", "test_inflection.py"])
+        run = grader.exec("python -m pytest -q -p no:cacheprovider -o addopts= " + " ".join(INFLECTION.FAIL_TO_PASS),
+                          timeout=300)
+    assert tree["setup.py"] == (crlf / "setup.py").read_bytes()
+    assert crlf_only(tree["inflection/__init__.py"] or b"") and crlf_only(tree["test_inflection.py"] or b"")
+    assert run.output.strip().splitlines()[-1].startswith("1 passed in "), run.output[-2000:]
