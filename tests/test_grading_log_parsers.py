@@ -50,7 +50,8 @@ def test_a_sympy_instance_is_parsed_by_sympys_parser():
 
 
 def test_the_rows_log_parser_wins_over_the_repository_and_an_unknown_name_is_refused():
-    row = {"instance_id": "acme__widgets-7", "repo": "django/django", "base_commit": "0" * 40, "patch": "",
+    row = {"instance_id": "acme__widgets-7", "repo": "django/django", "base_commit": "0" * 40,
+           "patch": "--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n",
            "test_patch": "", "problem_statement": "x", "FAIL_TO_PASS": ["test_Float"], "PASS_TO_PASS": [],
            "log_parser": "parse_log_sympy"}
     instance = instance_from_record(row, "row")

@@ -8,6 +8,7 @@ import pytest
 from raydist.tasks import MalformedInstance, load_instances, write_instances
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+PATCH = "--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"shared reference data not found at {DATA}")
 
 
@@ -70,7 +71,7 @@ def test_unknown_ids_are_named():
 
 
 def good(instance_id="o__r-1"):
-    return {"instance_id": instance_id, "repo": "o/r", "base_commit": "a", "patch": "p", "test_patch": "t",
+    return {"instance_id": instance_id, "repo": "o/r", "base_commit": "a", "patch": PATCH, "test_patch": "",
             "problem_statement": "s", "FAIL_TO_PASS": ["t::a"], "PASS_TO_PASS": ["t::b"], "version": "1"}
 
 

@@ -8,11 +8,13 @@ from raydist.tasks import DEFAULT_INSTALL, MalformedInstance, MissingTestCommand
 
 SHA = "91666032d6723dc5905248417ef0dc9e4c51df9526aaeef271eacad6491f06a4"
 F2P = ["t.py::test_a", "t.py::test_b[x y]"]
+PATCH = "--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
+TEST_PATCH = "--- a/t.py\n+++ b/t.py\n@@ -1 +1 @@\n-y = 1\n+y = 2\n"
 
 
 def record(**changes):
     base = {
-        "instance_id": "o__r-1", "repo": "o/r", "base_commit": "abc", "patch": "P", "test_patch": "T",
+        "instance_id": "o__r-1", "repo": "o/r", "base_commit": "abc", "patch": PATCH, "test_patch": TEST_PATCH,
         "problem_statement": "S", "FAIL_TO_PASS": F2P, "PASS_TO_PASS": [], "version": "1.0",
     }
     return {k: v for k, v in (base | changes).items() if v is not ...}
@@ -100,5 +102,5 @@ def test_content_hash_changes_with_a_field():
 
 @pytest.mark.parametrize("form", [[], "[]", "()"])
 def test_empty_fail_to_pass_is_refused_since_every_patch_would_resolve(form):
-    with pytest.raises(MalformedInstance, match=r"x\.jsonl:3: field 'FAIL_TO_PASS' is empty"):
+    with pytest.raises(MalformedInstance, match=r"x\.jsonl:3: instance 'o__r-1': field 'FAIL_TO_PASS' is empty"):
         instance_from_record(record(FAIL_TO_PASS=form), "x.jsonl:3")

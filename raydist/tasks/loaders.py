@@ -7,6 +7,7 @@ ending in ``.jsonl``/``.json``/``.parquet``, or ``hf://<dataset>[@split]``.
 from __future__ import annotations
 
 import json
+import stat
 from collections.abc import Iterable, Iterator, Sequence
 from importlib import resources
 from pathlib import Path
@@ -64,9 +65,24 @@ def _read(source: str, hf_split: str) -> list[Instance]:
             f"benchmark.source {source!r}: unknown instance source; use 'builtin', a .jsonl/.json/.parquet "
             "file or 'hf://<dataset>[@split]'"
         )
-    if not path.is_file():
-        raise FileNotFoundError(f"instance file {str(path)!r} does not exist; check the config key benchmark.source")
+    _check_regular_file(path)
     return reader(path)
+
+
+def _check_regular_file(path: Path) -> None:
+    """Stat ``path`` before opening it: opening a FIFO would block until a writer comes."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise FileNotFoundError(f"instance file {str(path)!r} does not exist; "
+                                "check the config key benchmark.source") from None
+    if stat.S_ISREG(mode):
+        return
+    kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "not a regular file")
+    raise ValueError(f"instance file {str(path.absolute())!r} is {kind}, not a file of instances; "
+                     "point benchmark.source at a .jsonl/.json/.parquet file")
 
 
 def _build(rows: Iterable[tuple[str, Any]], remedy: str) -> list[Instance]:
@@ -77,7 +93,7 @@ def _build(rows: Iterable[tuple[str, Any]], remedy: str) -> list[Instance]:
         try:
             instance = instance_from_record(record, where)
         except MalformedInstance as error:
-            raise MalformedInstance(error.source, error.field, error.problem, remedy) from None
+            raise MalformedInstance(error.source, error.field, error.problem, remedy, error.instance_id) from None
         if instance.instance_id in first_seen:
             problem = f"repeats {instance.instance_id!r}, first seen at {first_seen[instance.instance_id]}"
             raise MalformedInstance(where, "instance_id", problem, remedy)
@@ -91,11 +107,12 @@ def _from_jsonl(path: Path) -> list[Instance]:
 
 
 def _jsonl_rows(path: Path) -> Iterator[tuple[str, Any]]:
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
+    with path.open("rb") as lines:  # bytes: a line that is not UTF-8 is named by its number
+        for number, raw in enumerate(lines, start=1):
+            where = f"{path}:{number}"
+            line = _utf8(raw, where)
             if not line.strip():
                 continue
-            where = f"{path}:{number}"
             try:
                 yield where, json.loads(line)
             except json.JSONDecodeError as error:
@@ -103,9 +120,24 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[str, Any]]:
                                         f"is not valid JSON ({error.msg} at column {error.colno})") from None
 
 
-def _from_json(path: Path) -> list[Instance]:
+def _utf8(raw: bytes, where: str) -> str:
     try:
-        records = json.loads(path.read_text(encoding="utf-8"))
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise MalformedInstance(where, None, f"is not UTF-8 text (byte {raw[error.start:error.start + 1]!r} at "
+                                f"column {error.start + 1})", "save the file as UTF-8") from None
+
+
+def _from_json(path: Path) -> list[Instance]:
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line, byte = raw[:error.start].count(b"\n") + 1, raw[error.start:error.start + 1]
+        raise MalformedInstance(f"{path}:{line}", None, f"is not UTF-8 text (byte {byte!r})",
+                                "save the file as UTF-8") from None
+    try:
+        records = json.loads(text)
     except json.JSONDecodeError as error:
         raise MalformedInstance(f"{path}:{error.lineno}", None, f"is not valid JSON ({error.msg})",
                                 "fix the file") from None

@@ -12,6 +12,8 @@ import json
 import re
 from typing import Any
 
+from unidiff import PatchSet, UnidiffParseError
+
 from raydist.tasks.schema import (
     DEFAULT_INSTALL,
     DEFAULT_PYTHON,
@@ -19,6 +21,7 @@ from raydist.tasks.schema import (
     MalformedInstance,
     Recipe,
     Sdist,
+    repeated_test_id,
 )
 
 REQUIRED_TEXT = ("instance_id", "repo", "base_commit", "patch", "test_patch", "problem_statement")
@@ -26,6 +29,8 @@ OPTIONAL_TEXT = ("version", "test_cmd")
 TEST_LISTS = ("FAIL_TO_PASS", "PASS_TO_PASS")
 RECIPE_FIELDS = ("sdist", "install", "install_repo", "injected_patch", "python")
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
+# An id names files and directories (run rows, logs, images) and is printed on one line.
+_UNSAFE_ID = re.compile(r"[\x00-\x1f\x7f/\\]")
 
 
 def instance_from_record(
@@ -40,26 +45,92 @@ def instance_from_record(
     recipe fields stay in ``extra``. ``test_cmd``/``version`` absent -> "". Every field
     not in the schema goes to ``extra``.
 
-    Raises :class:`MalformedInstance` for a missing required field, a wrong type, an
-    empty ``instance_id`` or an sdist ``sha256`` that is not 64 hex digits.
+    Raises :class:`MalformedInstance` naming the field (and the id, once it is read) for a
+    missing required field, a wrong type, a string holding a lone surrogate (``"\\udc80"``
+    in JSON, which no file can be written with), an empty ``instance_id`` or one with a control
+    character, a path separator or that is ``.``/``..`` (ids become file names), a blank
+    ``problem_statement``, a ``test_cmd`` given but blank (absent is allowed: SWE-bench rows
+    carry none), an empty ``FAIL_TO_PASS``, a test id listed twice (within a list or in both),
+    a ``patch`` that is not a unified diff, a non-empty ``test_patch`` that is not one (empty is
+    allowed: the tests may ship with the release), or an sdist ``sha256`` that is not 64 hex digits.
     """
     if not isinstance(record, dict):
         raise MalformedInstance(source, None, f"is not a JSON object (got {type(record).__name__})")
     text = {name: _text(record, name, source, required=True) for name in REQUIRED_TEXT}
     text |= {name: _text(record, name, source, required=False) for name in OPTIONAL_TEXT}
-    if not text["instance_id"].strip():
-        raise MalformedInstance(source, "instance_id", "is empty")
+    _check_id(text["instance_id"], source)
     tests = {name: _string_tuple(_required(record, name, source), name, source, "test ids") for name in TEST_LISTS}
-    if not tests["FAIL_TO_PASS"]:
-        # With no test that the fix must turn green, every patch (even an empty one) "resolves".
-        raise MalformedInstance(source, "FAIL_TO_PASS",
-                                "is empty: an instance needs at least one test its fix makes pass")
+    _check_content(record, text, tests, source)
     recipe = _recipe(record, source, default_install)
     consumed = set(REQUIRED_TEXT) | set(OPTIONAL_TEXT) | set(TEST_LISTS)
     if recipe is not None:
         consumed |= set(RECIPE_FIELDS)
     extra = {k: v for k, v in record.items() if k not in consumed}
     return Instance(**text, **tests, recipe=recipe, extra=extra)
+
+
+def _check_id(instance_id: str, source: str) -> None:
+    if not instance_id.strip():
+        raise MalformedInstance(source, "instance_id", "is empty")
+    if _UNSAFE_ID.search(instance_id) or instance_id in (".", ".."):
+        raise MalformedInstance(source, "instance_id", f"{instance_id!r} holds a control character or a path "
+                                "separator, or is '.'/'..' (ids become file names)")
+
+
+def _check_content(record: dict, text: dict[str, str], tests: dict[str, tuple[str, ...]], source: str) -> None:
+    """The row-level rules of :func:`instance_from_record` once its fields have their types."""
+    instance_id = text["instance_id"]
+
+    def refuse(field: str, problem: str) -> MalformedInstance:
+        return MalformedInstance(source, field, problem, instance_id=instance_id)
+
+    surrogate = _field_with_surrogate(record)
+    if surrogate is not None:
+        raise refuse(surrogate, "holds a lone surrogate (an escape such as \\udc80), which is not text")
+    if not text["problem_statement"].strip():
+        raise refuse("problem_statement", "is blank: the agent would be given no task")
+    if record.get("test_cmd") is not None and not text["test_cmd"].strip():
+        raise refuse("test_cmd", "is blank; give the command that runs the tests, or leave the field out")
+    if not tests["FAIL_TO_PASS"]:
+        # With no test that the fix must turn green, every patch (even an empty one) "resolves".
+        raise refuse("FAIL_TO_PASS", "is empty: an instance needs at least one test its fix makes pass")
+    repeated = repeated_test_id(tests["FAIL_TO_PASS"], tests["PASS_TO_PASS"])
+    if repeated is not None:
+        raise refuse(*repeated)
+    for name in ("patch", "test_patch"):
+        if (text[name] or name == "patch") and not is_unified_diff(text[name]):
+            raise refuse(name, f"is not a unified diff (starts {text[name][:40]!r})")
+
+
+def is_unified_diff(text: str) -> bool:
+    """True when ``text`` is a unified diff of at least one file, as ``git diff`` / ``diff -u``
+    write it: ``unidiff`` parses it, or (for what it reads too strictly, e.g. binary or mode-only
+    changes) it has a ``diff --git`` header line."""
+    if re.search(r"^diff --git ", text, re.MULTILINE):
+        return True
+    try:
+        return len(PatchSet(text)) > 0
+    except UnidiffParseError:
+        return False
+
+
+def _field_with_surrogate(record: dict) -> str | None:
+    """The first field whose string (or a string in its list / object) cannot be UTF-8 encoded."""
+    for name, value in record.items():
+        if isinstance(value, dict):
+            value = list(value.values())
+        strings = value if isinstance(value, (list, tuple)) else [value]
+        if any(isinstance(s, str) and not _encodes(s) for s in strings):
+            return name
+    return None
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _required(record: dict, name: str, source: str) -> Any:

@@ -31,10 +31,13 @@ class MalformedInstance(ValueError):
     e.g. invalid JSON) and ``problem`` says what is wrong.
     """
 
-    def __init__(self, source: str, field: str | None, problem: str, remedy: str = "fix or remove the line"):
-        self.source, self.field, self.problem = source, field, problem
+    def __init__(self, source: str, field: str | None, problem: str, remedy: str = "fix or remove the line",
+                 instance_id: str | None = None):
+        self.source, self.field, self.problem, self.instance_id = source, field, problem, instance_id
+        # repr() keeps the message on one line whatever the id holds (a newline, an escape).
+        who = f"instance {instance_id!r}: " if instance_id else ""
         where = f"field {field!r} " if field else ""
-        super().__init__(f"{source}: {where}{problem}; {remedy}")
+        super().__init__(f"{source}: {who}{where}{problem}; {remedy}")
 
 
 class MissingTestCommand(ValueError):
@@ -97,6 +100,13 @@ class Instance:
     recipe: Recipe | None
     extra: dict = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # Grading keys statuses by test id: a repeated id would be counted once yet required
+        # twice, so "1 of 2 passed" could read as resolved. No instance may hold one.
+        problem = repeated_test_id(self.FAIL_TO_PASS, self.PASS_TO_PASS)
+        if problem is not None:
+            raise ValueError(f"instance {self.instance_id!r}: {problem[0]} {problem[1]}")
+
     def to_record(self) -> dict:
         """The record in SWE-bench field names; ``instance_from_record`` reads it back equal.
 
@@ -134,6 +144,22 @@ class Instance:
                 "'python -m pytest -rA -p no:cacheprovider <test file>'"
             )
         return self.test_cmd
+
+
+def repeated_test_id(fail_to_pass: tuple[str, ...], pass_to_pass: tuple[str, ...]) -> tuple[str, str] | None:
+    """``(field, problem)`` for the first test id listed twice (within ``FAIL_TO_PASS``,
+    within ``PASS_TO_PASS``, or in both), else ``None``. SWE-bench grades each id once, and a
+    test cannot both have to start passing and already pass."""
+    for name, ids in (("FAIL_TO_PASS", fail_to_pass), ("PASS_TO_PASS", pass_to_pass)):
+        seen: set[str] = set()
+        for test_id in ids:
+            if test_id in seen:
+                return name, f"lists {test_id!r} twice"
+            seen.add(test_id)
+    both = sorted(set(fail_to_pass) & set(pass_to_pass))
+    if both:
+        return "PASS_TO_PASS", f"lists {both[0]!r}, which FAIL_TO_PASS lists too"
+    return None
 
 
 def _recipe_fields(recipe: Recipe) -> dict[str, Any]:
