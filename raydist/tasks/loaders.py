@@ -39,9 +39,11 @@ def load_instances(
     """Instances from ``source`` in source order, optionally selected by ``ids``, then cut to ``limit``.
 
     Raises :class:`MalformedInstance` naming ``file:line`` (JSONL) or ``file:record``
-    (JSON list / Parquet row, 1-based) for a bad record or a duplicate ``instance_id``;
-    ``FileNotFoundError`` naming the path and ``benchmark.source`` when the file is absent;
-    ``ValueError`` for an unknown suffix, unknown ``ids`` (all named) or a negative
+    (JSON list / Parquet row, 1-based) for a bad record (the rules of
+    :func:`raydist.tasks.records.instance_from_record`), a line that is not UTF-8 or a duplicate
+    ``instance_id``; ``FileNotFoundError`` naming the path and ``benchmark.source`` when the file
+    is absent; ``ValueError`` for a directory, FIFO, socket or device in its place (found by
+    ``stat``, never opened), an unknown suffix, unknown ``ids`` (all named) or a negative
     ``limit``; ``RuntimeError`` naming the dataset when ``hf://`` cannot be loaded.
     """
     if limit is not None and limit < 0:
