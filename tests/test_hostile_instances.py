@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from raydist.tasks import Instance, MalformedInstance, instance_from_record, load_instances
+from raydist.tasks import Instance, MalformedInstance, instance_from_record, load_instances, write_instances
 from raydist.tasks.loaders import builtin_path
 from tests.launches import launch
 
@@ -106,6 +106,16 @@ def test_a_directory_as_the_source_is_named_a_directory(tmp_path):
         load_instances(str(tmp_path / "rows.jsonl"))
     assert str(caught.value) == (f"instance file '{tmp_path / 'rows.jsonl'}' is a directory, not a file of "
                                  "instances; point benchmark.source at a .jsonl/.json/.parquet file")
+
+
+def test_a_truncated_parquet_file_is_named_as_unreadable(tmp_path):
+    source = tmp_path / "rows.parquet"
+    write_instances(load_instances("builtin", limit=1), source)
+    source.write_bytes(source.read_bytes()[:100])
+    with pytest.raises(MalformedInstance) as caught:
+        load_instances(str(source))
+    assert str(caught.value).startswith(f"{source}: is not a readable Parquet table (")
+    assert str(caught.value).endswith("); write it again, e.g. with raydist.tasks.write_instances")
 
 
 def test_an_instance_cannot_hold_a_repeated_test_id_so_grading_never_counts_one_of_two():

@@ -150,7 +150,11 @@ def _from_json(path: Path) -> list[Instance]:
 
 
 def _from_parquet(path: Path) -> list[Instance]:
-    rows = pq.read_table(path).to_pylist()
+    try:
+        rows = pq.read_table(path).to_pylist()
+    except pa.ArrowInvalid as error:  # truncated, or another format under a .parquet name
+        raise MalformedInstance(str(path), None, f"is not a readable Parquet table ({error})",
+                                "write it again, e.g. with raydist.tasks.write_instances") from None
     return _build(((f"{path}:{n}", _drop_nulls(r)) for n, r in enumerate(rows, start=1)), "fix or remove that row")
 
 
