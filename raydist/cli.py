@@ -29,6 +29,7 @@ from pathlib import Path
 
 from raydist import build_tasks
 from raydist.results.export import ExportError, export_swebench
+from raydist.results.out_paths import OutPathError, check_out_dir
 from raydist.results.report import report_main
 
 MAIN = "raydist.launch"
@@ -158,7 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "main job's run directories, read from their result rows. A folder that is not a run "
                     "directory (e.g. output_root) is searched for run directories, which are reported together. "
                     "A problems run directory prints its summary.md.",
-        epilog="Exit status: 0 printed (or written), 1 no run directory found or nothing readable.")
+        epilog="Exit status: 0 printed (or written); 1 no run directory found, a runs.parquet cut short or "
+               "foreign (named in one line), or damaged row files (named and counted in the report); 2 --output "
+               "or --out names a place that cannot be written (nothing read or written).")
     report.add_argument("paths", nargs="+", metavar="RUN_DIR_OR_ROOT")
     report.add_argument("--output", metavar="FILE", help="also write the Markdown to FILE")
     report.add_argument("--out", metavar="DIR",
@@ -178,7 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Grade one with the official harness:  swebench eval verified -p FILE --run-id ID\n"
                "or submit it:  sb-cli submit swe-bench_verified test --predictions_path FILE --run_id ID\n"
                "(the harness caches results by run id and instance: give each file its own run id).\n"
-               "Exit status: 0 written, 1 RUN_DIR has no runs.parquet.")
+               "Exit status: 0 written, 1 RUN_DIR has no runs.parquet or it is cut short or foreign (named), "
+               "2 --out is a file or lies below one (nothing written).")
     swebench.add_argument("run_dir", metavar="RUN_DIR")
     swebench.add_argument("--out", metavar="DIR", help="where to write the files (default RUN_DIR/preds)")
     variants = export_sub.add_parser(
@@ -251,7 +255,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "with Figure 5's verdict, fresh against static Pass@1, memorised names, integrity flags, the "
                     "instance set's naming contracts and grader false rejections, and the versions, config "
                     "hashes and instances it rests on. A signal not measured is null with its reason, never 0.",
-        epilog="Exit status: 0 written, 1 no runs.parquet at or below the paths.")
+        epilog="Exit status: 0 written, 1 no runs.parquet at or below the paths or one is cut short or "
+               "foreign (named), 2 --out is a file or lies below one (nothing written).")
     card.add_argument("paths", nargs="+", metavar="PATH")
     card.add_argument("--out", metavar="DIR", help="where to write (default PATH/card for the first PATH)")
     card.add_argument("--audit-tests", action="append", default=[], metavar="FILE",
@@ -295,9 +300,15 @@ def command(argv: Sequence[str]) -> tuple[list[str] | None, argparse.Namespace]:
 
 
 def export_main(args: argparse.Namespace) -> int:
-    """``raydist export swebench`` / ``variants``: write the files, print one line per file
-    (path, count); 1 with the error on stderr when ``run_dir`` has nothing to export."""
-    out = Path(args.out) if args.out else None
+    """``raydist export swebench`` / ``variants`` / ``card``: write the files, print one line per
+    file (path, count); 2 with one line on stderr when ``--out`` is a file or cannot be written
+    (nothing read or written); 1 with one line on stderr when ``run_dir`` has nothing to export
+    or its table is damaged or foreign (named)."""
+    try:
+        out = check_out_dir(args.out, "--out") if args.out else None
+    except OutPathError as exc:
+        print(f"raydist: error: {exc}", file=sys.stderr)
+        return 2
     if args.format == "card":
         return card_main(args.paths, out, audits=args.audit_tests, contracts=args.naming_contracts)
     try:
@@ -355,6 +366,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if exec_argv is None and args.out:
         from raydist.reporting import report_dir_main  # deferred: docker
 
+        try:
+            check_out_dir(args.out, "--out")
+        except OutPathError as exc:
+            print(f"raydist: error: {exc}", file=sys.stderr)
+            return 2
         return report_dir_main(args.paths, args.out)
     if exec_argv is None:
             return report_main(args.paths, output=args.output)

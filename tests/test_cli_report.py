@@ -76,12 +76,16 @@ def test_no_run_dir_is_exit_status_1(tmp_path, capsys):
     assert "no run directory" in capsys.readouterr().err
 
 
-def test_rows_are_read_without_runs_parquet_and_a_damaged_row_is_skipped(tmp_path, capsys):
+def test_rows_are_read_without_runs_parquet_and_a_damaged_row_is_named_and_counted(tmp_path, capsys):
     run = _run_dir(tmp_path, [_row("a", "L0", "resolved", 1), _row("b", "L0", "unresolved", 1)])
     (run / "rows" / "b.parquet").write_bytes(b"not parquet")
     assert not (run / "runs.parquet").exists()
-    assert report_main([str(run)]) == 0
-    assert "| - | oracle | L0 | 1 | 1 | 100.0% | 100.0% | 1.0 | 0 | 0 | 0.0000 | 0 | 0 | 0 |" in capsys.readouterr().out
+    assert report_main([str(run)]) == 1
+    out, err = capsys.readouterr()
+    assert "| - | oracle | L0 | 1 | 1 | 100.0% | 100.0% | 1.0 | 0 | 0 | 0.0000 | 0 | 0 | 0 |" in out
+    assert "## Damaged rows\n\n1 result row file(s) could not be read" in out
+    assert f"- {run}/rows/b.parquet\n" in out
+    assert err.startswith(f"raydist: error: 1 result row file(s) damaged and not counted: {run}/rows/b.parquet (")
 
 
 def test_export_swebench_writes_a_file_per_cell_and_refuses_a_folder_without_tables(tmp_path, capsys):
@@ -98,4 +102,4 @@ def test_export_swebench_writes_a_file_per_cell_and_refuses_a_folder_without_tab
                                                     f"{out}/card/oracle/card.json"]  # the card beside them
     assert [json.loads(line)["instance_id"] for line in (out / "oracle__oracle__L3__s0.jsonl").open()] == ["inst-b"]
     assert main(["export", "swebench", str(tmp_path)]) == 1
-    assert capsys.readouterr().err.startswith(f"raydist: error: {tmp_path}: no readable runs.parquet")
+    assert capsys.readouterr().err.startswith(f"raydist: error: {tmp_path}: no runs.parquet;")

@@ -22,9 +22,9 @@ import re
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from raydist._util.files import atomic_write_text
+from raydist.results.readers import DamagedTable, read_runs_file
 
 PREDS_DIR = "preds"
 PRED_KEYS = ("instance_id", "model_name_or_path", "model_patch")
@@ -93,12 +93,22 @@ def write_predictions(table: pa.Table, run_dir: Path, out_dir: Path | None = Non
 def export_swebench(run_dir: Path, out_dir: Path | None = None) -> list[tuple[Path, int]]:
     """``raydist export swebench RUN_DIR``: the predictions files of an existing run, from its
     ``runs.parquet`` (``write_predictions``). Raises ``ExportError`` naming the folder when it
-    has no readable ``runs.parquet`` (not a finished main-job run directory)."""
+    has no ``runs.parquet`` (not a finished main-job run directory), and naming the file and
+    what is wrong when it is cut short or foreign (``raydist.results.readers.read_runs_file``);
+    nothing is written then. Raises ``ExportError`` naming the folder when a file cannot be
+    written there."""
     runs = Path(run_dir) / "runs.parquet"
-    try:
-        table = pq.read_table(runs)
-    except (FileNotFoundError, pa.ArrowInvalid, OSError) as exc:
-        raise ExportError(f"{run_dir}: no readable runs.parquet ({type(exc).__name__}); give the run directory "
+    if not runs.is_file():
+        raise ExportError(f"{run_dir}: no runs.parquet; give the run directory "
                           "of a main-job launch (output_root/<benchmark>/<agent>/<model>/<levels>__<seeds>), "
-                          "or run its launch again to write the tables") from None
-    return write_predictions(table, Path(run_dir), out_dir)
+                          "or run its launch again to write the tables")
+    try:
+        table = read_runs_file(runs)
+    except DamagedTable as exc:
+        raise ExportError(str(exc)) from None
+    try:
+        return write_predictions(table, Path(run_dir), out_dir)
+    except OSError as exc:
+        folder = Path(out_dir) if out_dir is not None else Path(run_dir) / PREDS_DIR
+        raise ExportError(f"{folder}: the predictions could not be written there ({exc.strerror}); give another "
+                          "folder with --out") from None

@@ -14,10 +14,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from raydist.results.budget import Spending
-from raydist.results.schema import RUNS_SCHEMA
+from raydist.results.out_paths import OutPathError, check_out_file
+from raydist.results.readers import DamagedTable, RunRows, read_run_rows
 from raydist.results.summary import action_mix, action_mix_markdown, error_counts, summarise, to_markdown
 
 
@@ -51,19 +51,10 @@ def find_run_dirs(paths: Iterable[str | Path]) -> tuple[list[Path], list[Path]]:
 
 
 def read_rows(run_dir: Path) -> pa.Table:
-    """Every result row of ``run_dir`` as a ``RUNS_SCHEMA`` table, in key order: the
-    ``rows/*.parquet`` files, or ``runs.parquet`` when the folder has no rows. A row file that
-    cannot be read is skipped (the launch that resumes runs its unit again)."""
-    files = sorted((run_dir / "rows").glob("*.parquet"))
-    if not files:
-        return pq.read_table(run_dir / "runs.parquet", schema=RUNS_SCHEMA)
-    tables = []
-    for f in files:
-        try:
-            tables.append(pq.read_table(f, schema=RUNS_SCHEMA))
-        except (OSError, pa.ArrowInvalid):
-            continue
-    return pa.concat_tables(tables) if tables else RUNS_SCHEMA.empty_table()
+    """Every readable result row of ``run_dir`` as a ``RUNS_SCHEMA`` table, in key order
+    (``raydist.results.readers.read_run_rows``; its damaged row files are left out: use that
+    function to name them). Raises ``DamagedTable`` as it does."""
+    return read_run_rows(run_dir).table
 
 
 def report_markdown(run_dirs: Sequence[Path], problems_dirs: Sequence[Path] = ()) -> str:
@@ -71,16 +62,45 @@ def report_markdown(run_dirs: Sequence[Path], problems_dirs: Sequence[Path] = ()
     agent x level, so run directories of one sweep combine), then each problems run
     directory's ``summary.md``. "planned" is the number of rows: the plan is not stored; a
     directory whose last launch was stopped by its budget says so and names the units it did
-    not start (``budget.json``)."""
+    not start (``budget.json``). Raises ``DamagedTable`` for a damaged or foreign table, and
+    ``DamagedRows`` for damaged row files (named and counted, never read as no rows)."""
+    return _markdown([read_run_rows(d) for d in run_dirs], run_dirs, problems_dirs)
+
+
+class DamagedRows(ValueError):
+    """Row files of run directories that cannot be read (``damaged``: ``(file, reason)``) named
+    and counted in the message; ``markdown`` is the report of the
+    readable rows ("" when there are none), which names and counts the damaged files too."""
+
+    def __init__(self, damaged: Sequence[tuple[Path, str]], markdown: str):
+        files = [str(file) for file, _ in damaged]
+        shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+        super().__init__(f"{len(files)} result row file(s) damaged and not counted: {shown} ({damaged[0][1]}); run "
+                         "the launch again (the same command) to run their units again")
+        self.damaged = tuple(damaged)
+        self.markdown = markdown
+
+
+def _markdown(read: Sequence[RunRows], run_dirs: Sequence[Path], problems_dirs: Sequence[Path]) -> str:
+    """``report_markdown`` of rows already read; raises ``DamagedRows`` when some row file is damaged."""
     parts = []
+    damaged = [item for rows in read for item in rows.damaged]
     if run_dirs:
-        table = pa.concat_tables([read_rows(d) for d in run_dirs])
+        table = pa.concat_tables([rows.table for rows in read])
         title = str(run_dirs[0]) if len(run_dirs) == 1 else f"{len(run_dirs)} run directories"
-        parts.append(to_markdown(summarise(table), title=title, planned=table.num_rows, errors=error_counts(table))
-                     + action_mix_markdown(action_mix(table)))
+        if table.num_rows or not damaged:
+            parts.append(to_markdown(summarise(table), title=title, planned=table.num_rows,
+                                     errors=error_counts(table)) + action_mix_markdown(action_mix(table)))
+        if damaged:
+            parts.append(f"## Damaged rows\n\n{len(damaged)} result row file(s) could not be read and are in no "
+                         "count above; run the launch again to run their units again:\n\n"
+                         + "".join(f"- {file}\n" for file, _ in damaged))
         parts += [_spending_markdown(d) for d in run_dirs if _spending_markdown(d)]
     parts += [(d / "summary.md").read_text() for d in problems_dirs]
-    return "\n".join(parts)
+    text = "\n".join(parts)
+    if damaged:
+        raise DamagedRows(damaged, text if any(rows.table.num_rows for rows in read) else "")
+    return text
 
 
 def _spending_markdown(run_dir: Path) -> str:
@@ -92,14 +112,38 @@ def _spending_markdown(run_dir: Path) -> str:
 
 def report_main(paths: Sequence[str], output: str | None = None) -> int:
     """Print (and with ``output`` also write) the report of the run directories at or below
-    ``paths``. Returns 0, or 1 with a message on stderr when none is found."""
+    ``paths``. Returns 0; 2 with one line on stderr when ``output`` cannot be written (nothing is
+    read); 1 with one line on stderr when no run directory is found, a table is damaged or
+    foreign (named), or ``output`` fails while written. Damaged row files are named and counted
+    in the report of the readable rows, which is printed, and the status is 1; with no readable
+    row only the line is printed."""
+    try:
+        out = check_out_file(output, "--output") if output else None
+    except OutPathError as exc:
+        print(f"raydist: error: {exc}", file=sys.stderr)
+        return 2
     run_dirs, problems_dirs = find_run_dirs(paths)
     if not run_dirs and not problems_dirs:
         print(f"raydist: error: no run directory (a folder with rows/ or runs.parquet, or a problems run's "
               f"variants.parquet) at or below {' '.join(paths)}", file=sys.stderr)
         return 1
-    text = report_markdown(run_dirs, problems_dirs)
-    if output:
-        Path(output).write_text(text)
+    status = 0
+    try:
+        text = report_markdown(run_dirs, problems_dirs)
+    except DamagedRows as exc:
+        text, status = exc.markdown, 1
+        print(f"raydist: error: {exc}", file=sys.stderr)
+    except DamagedTable as exc:
+        print(f"raydist: error: {exc}", file=sys.stderr)
+        return 1
+    if not text:
+        return status
+    if out is not None:
+        try:
+            out.write_text(text)
+        except OSError as exc:
+            print(f"raydist: error: --output {out}: could not be written ({exc.strerror}); give another file "
+                  "path", file=sys.stderr)
+            return 1
     print(text, end="")
-    return 0
+    return status
