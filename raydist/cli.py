@@ -331,7 +331,8 @@ def export_main(args: argparse.Namespace) -> int:
 def card_main(paths: Sequence[str], out: Path | None, *, audits: Sequence[str] = (),
               contracts: Sequence[str] = ()) -> int:
     """``raydist export card``: write the cards (``raydist.reporting.card``), print each card.json
-    path; 1 with one line on stderr when no runs.parquet is found or a given file is unreadable."""
+    path; 1 with one line on stderr when no runs.parquet is found, a given file is unreadable, or the
+    cards cannot be written (the folder named)."""
     from raydist.reporting.card import build_cards, write_cards  # deferred: docker
 
     try:
@@ -339,7 +340,14 @@ def card_main(paths: Sequence[str], out: Path | None, *, audits: Sequence[str] =
     except (ValueError, OSError, KeyError) as exc:
         print(f"raydist: error: {exc}", file=sys.stderr)
         return 1
-    for path in write_cards(cards, out or Path(paths[0]) / "card"):
+    folder = out or Path(paths[0]) / "card"
+    try:
+        written = write_cards(cards, folder)
+    except OSError as exc:
+        print(f"raydist: error: --out {folder}: the cards could not be written there ({exc.strerror or exc}); give "
+              "another folder with --out", file=sys.stderr)
+        return 1
+    for path in written:
         print(path)
     return 0
 

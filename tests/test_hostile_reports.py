@@ -155,3 +155,17 @@ def test_a_damaged_steps_table_does_not_change_the_report(run, finished_run, cap
     _cut_in_half(run / "steps.parquet")
     assert main(["report", str(run)]) == 0
     assert capsys.readouterr().out == whole.replace(str(finished_run), str(run))
+
+
+@pytest.mark.parametrize(("argv", "what"), [(["export", "swebench", "{run}"], "the predictions could not be written "
+                                             "there (No such file or directory); give another folder with --out"),
+                                            (["export", "card", "{run}"], "the cards could not be written there (No "
+                                             "such file or directory); give another folder with --out"),
+                                            (["report", "{run}"], "the report could not be written there (No such "
+                                             "file or directory); give another folder")])
+def test_out_where_nothing_can_be_made_is_one_line(finished_run, capsys, argv, what):
+    """/proc takes no new folder, even from root (whom file modes do not stop)."""
+    out = Path("/proc/raydist-out")
+    assert main([a.format(run=finished_run) for a in argv] + ["--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err == f"raydist: error: --out {out}: {what}\n"

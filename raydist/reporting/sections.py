@@ -360,13 +360,20 @@ def write_report(sections: Sequence[Section], out_dir: str | Path, *, title: str
 
 def report_dir_main(paths: Sequence[str], out: str) -> int:
     """``raydist report PATHS --out DIR``: write the report, print the HTML file's path;
-    1 with one line on stderr when nothing can be read or the extra is missing."""
+    1 with one line on stderr when nothing can be read, the extra is missing, or DIR cannot be
+    written (named)."""
     import sys
 
     try:
-        written = write_report(repository_sections(paths), out, title=f"raydist report: {' '.join(map(str, paths))}")
+        sections = repository_sections(paths)
     except (ValueError, MissingExtra, OSError) as exc:
         print(f"raydist: error: {exc}", file=sys.stderr)
+        return 1
+    try:
+        written = write_report(sections, out, title=f"raydist report: {' '.join(map(str, paths))}")
+    except OSError as exc:
+        print(f"raydist: error: --out {out}: the report could not be written there ({exc.strerror or exc}); give "
+              "another folder", file=sys.stderr)
         return 1
     print(written["html"])
     return 0

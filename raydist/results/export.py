@@ -109,6 +109,6 @@ def export_swebench(run_dir: Path, out_dir: Path | None = None) -> list[tuple[Pa
     try:
         return write_predictions(table, Path(run_dir), out_dir)
     except OSError as exc:
-        folder = Path(out_dir) if out_dir is not None else Path(run_dir) / PREDS_DIR
-        raise ExportError(f"{folder}: the predictions could not be written there ({exc.strerror}); give another "
-                          "folder with --out") from None
+        folder = f"--out {out_dir}" if out_dir is not None else str(Path(run_dir) / PREDS_DIR)
+        raise ExportError(f"{folder}: the predictions could not be written there ({exc.strerror or exc}); give "
+                          "another folder with --out") from None
