@@ -169,3 +169,14 @@ def test_out_where_nothing_can_be_made_is_one_line(finished_run, capsys, argv, w
     assert main([a.format(run=finished_run) for a in argv] + ["--out", str(out)]) == 1
     err = capsys.readouterr().err
     assert err == f"raydist: error: --out {out}: {what}\n"
+
+
+def test_a_foreign_variants_table_is_refused_by_name(tmp_path, capsys):
+    pq.write_table(pa.table({"a": [1, 2]}), tmp_path / "variants.parquet")
+    assert main(["export", "variants", str(tmp_path), "--out", str(tmp_path / "out")]) == 1
+    assert capsys.readouterr() == ("", f"raydist: error: {tmp_path / 'variants.parquet'}: not a variants table: it "
+                                       "lacks required column(s) variant_id, seed_id, dataset, generation_seed, "
+                                       "generator_model, scenario, contexts, accepted, seed_prompt, entry_point, "
+                                       "tests, test_setup, canonical_solution (it has a); run its problems launch "
+                                       "again to rewrite it\n")
+    assert not (tmp_path / "out").exists()

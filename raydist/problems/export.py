@@ -121,12 +121,19 @@ def hf_table(variants: Iterable[Mapping]) -> pa.Table:
 
 def read_variants(run_dir: Path) -> list[dict]:
     """The rows of ``<run_dir>/variants.parquet`` as dicts (``contexts`` a dict). Raises
-    ``ExportError`` naming the folder when the file is missing or unreadable."""
+    ``ExportError`` naming the folder when the file is missing or unreadable, and naming the
+    file and the required ``VARIANTS_SCHEMA`` columns it lacks when it is another table."""
+    file = Path(run_dir) / "variants.parquet"
     try:
-        table = pq.read_table(Path(run_dir) / "variants.parquet")
+        table = pq.read_table(file)
     except (FileNotFoundError, pa.ArrowInvalid, OSError) as exc:
         raise ExportError(f"{run_dir}: no readable variants.parquet ({type(exc).__name__}); give the run directory "
                           "of a problems launch (output_root/problems/<dataset>/<generator>)") from None
+    lacking = [f.name for f in VARIANTS_SCHEMA if not f.nullable and f.name not in table.column_names]
+    if lacking:
+        raise ExportError(f"{file}: not a variants table: it lacks required column(s) {', '.join(lacking)} (it has "
+                          f"{', '.join(table.column_names) or 'no column'}); run its problems launch again to "
+                          "rewrite it")
     return [row | {"contexts": dict(row["contexts"])} for row in table.to_pylist()]
 
 
