@@ -1,0 +1,162 @@
+"""Services failing under a running launch, with real parts: the Docker daemon restarted while a
+unit's container runs, and the storage failing when the finished run is copied to it.
+
+The daemon restarted is a second ``dockerd`` this module starts on its own socket and data root
+(the shared daemon of the machine is never touched); raydist's base image is loaded into it and
+the launch is pointed at it with ``sandbox.docker_host``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from raydist.sandbox import base_image_tag
+from raydist.sandbox.engine import OWNER_LABEL
+from tests.launches import ROOT
+
+pytestmark = [pytest.mark.docker, pytest.mark.ray]
+
+#: The smallest launch: one built-in instance, L0, seed 0, the oracle (no model needed).
+SMALL = ("agent=oracle", "benchmark.limit=1", "levels=[L0]", "seeds=[0]")
+RUN_DIR = Path("builtin") / "oracle" / "gemma3-270m" / "L0__s0"
+
+
+def _launch_command(out: Path, *overrides: str) -> list[str]:
+    return [sys.executable, "-m", "raydist.launch", f"output_root={out}", *overrides]
+
+
+class Daemon:
+    """A second ``dockerd`` on ``<root>/docker.sock`` with its own data and exec roots, flagged as
+    ``launch/setup.sh`` starts the machine's (no bridge, no iptables)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.host = f"unix://{root}/docker.sock"
+        self.process: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 60) -> None:
+        """Starts the daemon and waits until it answers; raises AssertionError with its log if not."""
+        args = ["dockerd", "--host", self.host, "--data-root", str(self.root / "data"),
+                "--exec-root", str(self.root / "exec"), "--pidfile", str(self.root / "pid"),
+                "--bridge=none", "--iptables=false", "--ip-masq=false",
+                "--shutdown-timeout=1"]  # stops its containers at once: a quick restart
+        if "--ip6tables" in subprocess.run(["dockerd", "--help"], capture_output=True, text=True, check=False).stdout:
+            args.append("--ip6tables=false")
+        log = open(self.root / "dockerd.log", "ab")  # noqa: SIM115 - the daemon's, closed with it
+        self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                        start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, (self.root / "dockerd.log").read_text()[-2000:]
+            if self.docker("info").returncode == 0:
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"dockerd at {self.host} did not answer in {timeout} s")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> None:
+        """Sends ``sig`` to the daemon and waits for it to exit (SIGKILL after ``timeout``)."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(sig)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def docker(self, *args: str, **kwargs) -> subprocess.CompletedProcess:
+        """``docker -H <this daemon> ARGS`` (captured)."""
+        return subprocess.run(["docker", "-H", self.host, *args], capture_output=True, check=False, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def second_daemon(client, tmp_path_factory):
+    """A second Docker daemon holding raydist's base image; killed and its data removed at the end."""
+    if shutil.which("dockerd") is None:
+        pytest.skip("dockerd is not on PATH")
+    root = Path(f"/tmp/raydist-dockerd-{os.getpid()}")  # short: a socket path has ~100 characters
+    root.mkdir()
+    daemon = Daemon(root)
+    try:
+        daemon.start()
+        tag = base_image_tag()
+        save = subprocess.Popen(["docker", "save", tag], stdout=subprocess.PIPE)
+        loaded = daemon.docker("load", stdin=save.stdout)
+        save.wait()
+        assert loaded.returncode == 0, loaded.stderr.decode()
+        yield daemon
+    finally:
+        if daemon.process is not None and daemon.process.poll() is None:
+            daemon.docker("rm", "-f", *daemon.docker("ps", "-aq").stdout.decode().split())
+        daemon.stop()
+        subprocess.run(["umount", "-R", str(root / "exec")], capture_output=True, check=False)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _running(daemon: Daemon, role: str) -> bool:
+    """Whether a raydist container of ``role`` runs on ``daemon``: ``build`` (an instance image's
+    build) or ``unit`` (any other: the agent's or the grading's)."""
+    listed = daemon.docker("ps", "--filter", f"label={OWNER_LABEL}", "--filter", "status=running",
+                           "--format", "{{.Names}}").stdout.decode().split()
+    return any(name.startswith("raydist-build-") == (role == "build") for name in listed)
+
+
+def _restart_when_running(daemon: Daemon, role: str, out: Path, *overrides: str) -> subprocess.CompletedProcess:
+    """Launches ``SMALL`` on ``daemon`` into ``out``; once a container of ``role`` runs, stops
+    the daemon (SIGTERM, as a service manager does) and starts it again. Returns the finished
+    launch (text output)."""
+    command = _launch_command(out, *SMALL, f"sandbox.docker_host={daemon.host}", *overrides)
+    launched = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not _running(daemon, role):
+            assert launched.poll() is None, f"the launch ended before a {role} container ran:\n{launched.stderr.read()}"
+            assert time.monotonic() < deadline, f"no {role} container ran in 300 s"
+            time.sleep(0.05)
+        daemon.stop(signal.SIGTERM)  # its containers stop with it (no live-restore)
+        daemon.start()
+        stdout, stderr = launched.communicate(timeout=600)
+    finally:
+        if launched.poll() is None:
+            launched.kill()
+    return subprocess.CompletedProcess(command, launched.returncode, stdout, stderr)
+
+
+def _rows(out: Path) -> list[tuple]:
+    """``(outcome, error_cause, attempts)`` of each row of the launch's runs table ([] without one)."""
+    if not (out / RUN_DIR / "runs.parquet").exists():
+        return []
+    rows = pq.read_table(out / RUN_DIR / "runs.parquet").to_pylist()
+    return [(row["outcome"], row["error_cause"], row["attempts"]) for row in rows]
+
+
+def test_dockerd_restarted_during_the_image_build_fails_the_unit_and_the_same_command_resolves_it(
+        second_daemon, tmp_path):
+    out = tmp_path / "out"
+    done = _restart_when_running(second_daemon, "build", out)
+    assert (done.returncode, _rows(out)) == (1, [("infrastructure_error", "docker", 1)]), done.stdout + done.stderr
+    again = subprocess.run(_launch_command(out, *SMALL, f"sandbox.docker_host={second_daemon.host}"), cwd=ROOT,
+                           capture_output=True, text=True, timeout=600, check=False)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "1 units planned, 0 finished before, 1 to run" in again.stdout
+    assert _rows(out) == [("resolved", None, 1)]
+    assert len(list((out / RUN_DIR / "rows").glob("*.parquet"))) == 1
+
+
+def test_dockerd_restarted_mid_unit_is_an_infrastructure_error_retried_to_one_resolved_row(second_daemon, tmp_path):
+    out = tmp_path / "out"
+    done = _restart_when_running(second_daemon, "unit", out, "resume.backoff_s=10")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert _rows(out) == [("resolved", None, 2)]
+    # the first attempt's row, an infrastructure error of Docker, was replaced by the retry's
+    assert "docker (attempt 1 of 3); again in 10 s" in done.stdout
+    assert len(list((out / RUN_DIR / "rows").glob("*.parquet"))) == 1
