@@ -160,3 +160,47 @@ def test_dockerd_restarted_mid_unit_is_an_infrastructure_error_retried_to_one_re
     # the first attempt's row, an infrastructure error of Docker, was replaced by the retry's
     assert "docker (attempt 1 of 3); again in 10 s" in done.stdout
     assert len(list((out / RUN_DIR / "rows").glob("*.parquet"))) == 1
+
+
+@pytest.fixture
+def small_storage(tmp_path):
+    """A tmpfs of 13 inodes at ``tmp_path/storage``: room for the storage's root, the four folders
+    of the run directory's path and the four files a unit copies as it ends (its row, steps,
+    trajectory and grading log, each in its folder), and not one more: the copy of the finished
+    run at the end of the launch (.hydra/, the tables) finds it full. Unmounted at the end."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    root = tmp_path / "storage"
+    root.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m,nr_inodes=13", "tmpfs", str(root)],
+                             capture_output=True, text=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {mounted.stderr.strip()}")
+    yield root
+    subprocess.run(["umount", str(root)], check=False)
+
+
+def test_a_storage_full_at_the_final_copy_is_one_line_keeps_the_rows_and_the_same_command_finishes_it(
+        client, small_storage, tmp_path):
+    out = tmp_path / "out"
+    command = _launch_command(out, *SMALL, f"storage={small_storage}")
+    first = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    run_dir, stored = out / RUN_DIR, small_storage / RUN_DIR
+    assert first.returncode == 1, first.stdout[-3000:] + first.stderr[-3000:]
+    assert "Traceback" not in first.stderr
+    assert first.stderr.strip().splitlines()[-1] == (
+        f"raydist: error: could not copy {run_dir}/.hydra/config.yaml to storage {stored}/.hydra/config.yaml: "
+        f"No space left on device; every file is kept in {run_dir}: free space in storage={small_storage} "
+        "(or fix what the error names) and run the same command again to finish the copy")
+    assert _rows(out) == [("resolved", None, 1)]
+    assert [p.parent.name for p in stored.glob("rows/*.parquet")] == ["rows"]  # copied as the unit ended
+    assert not (stored / "runs.parquet").exists()
+
+    subprocess.run(["mount", "-o", "remount,nr_inodes=1000", str(small_storage)], check=True)  # space freed
+    again = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "1 units planned, 1 finished before, 0 to run" in again.stdout
+    held = pq.read_table(stored / "runs.parquet").to_pylist()
+    assert [(row["outcome"], row["attempts"]) for row in held] == [("resolved", 1)]
+    for name in ("steps.parquet", "summary.md", ".hydra/config.yaml"):
+        assert (stored / name).read_bytes() == (run_dir / name).read_bytes(), name

@@ -24,8 +24,8 @@ import pyarrow.fs as pafs
 
 from raydist._util.files import atomic_write_bytes
 
-__all__ = ["CACHE_FOLDER", "SCHEMES", "JsonCache", "Storage", "StorageError", "cache_storage", "check_storage_uri",
-           "mirror_of", "mirrored", "open_storage", "pull", "push"]
+__all__ = ["CACHE_FOLDER", "SCHEMES", "JsonCache", "Storage", "StorageCopyError", "StorageError", "cache_storage",
+           "check_storage_uri", "mirror_of", "mirrored", "open_storage", "pull", "push"]
 
 #: URI schemes ``pyarrow.fs.FileSystem.from_uri`` resolves ("" is a plain path).
 SCHEMES = ("", "file", "s3", "gs", "gcs", "hdfs", "viewfs", "abfs", "abfss")
@@ -36,6 +36,15 @@ CACHE_FOLDER = "_cache"
 
 class StorageError(ValueError):
     """A ``storage=`` that names no usable folder; the message names the setting and what to give."""
+
+
+class StorageCopyError(OSError):
+    """A local file that could not be copied to a storage (full, read-only, unreachable):
+    ``OSError(errno, message)`` with the cause's ``errno`` (``ENOSPC`` for a full one); the
+    message names the file, its place in the storage and why, once."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
 
 
 def check_storage_uri(uri: str, setting: str = "storage") -> str:
@@ -215,7 +224,8 @@ def mirrored(mirror: Storage | None, folder: str | os.PathLike) -> Iterator[None
     """With a ``mirror`` (``mirror_of``): ``folder`` is first filled with the files the mirror
     holds and it lacks (``pull``: a launch on another machine resumes from them), and whatever
     happens in the block, its files go back to the mirror at the end (``push``). Without one,
-    nothing. Raises ``OSError`` when the storage cannot be read or written."""
+    nothing. Raises ``OSError`` when the storage cannot be read, ``StorageCopyError`` when it
+    cannot be written (the local files stay: a later ``push`` copies what it lacks)."""
     if mirror is None:
         yield
         return
@@ -242,7 +252,7 @@ def push(folder: str | os.PathLike, storage: Storage, paths: Iterable[str | os.P
     """Copy files of the local ``folder`` to ``storage``: the files ``paths`` (absolute, or
     relative to ``folder``) when given, else every file the storage lacks or holds with another
     size, and every top-level table and report (rewritten by each launch). Returns the number
-    copied. Raises ``OSError`` naming the file that could not be copied; those copied stay."""
+    copied. Raises ``StorageCopyError`` naming the file that could not be copied; those copied stay."""
     root = Path(folder)
     if paths is not None:
         chosen = {Path(p).resolve().relative_to(root.resolve()).as_posix(): Path(p) if Path(p).is_absolute()
@@ -258,7 +268,8 @@ def push(folder: str | os.PathLike, storage: Storage, paths: Iterable[str | os.P
         try:
             storage.upload(path, rel)
         except OSError as exc:
-            raise OSError(exc.errno, f"could not copy {path} to storage {storage.uri}/{rel}: {exc}") from exc
+            why = exc.strerror or str(exc)
+            raise StorageCopyError(exc.errno, f"could not copy {path} to storage {storage.uri}/{rel}: {why}") from exc
         copied += 1
     return copied
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from raydist._util.files import atomic_write_text
-from raydist._util.storage import StorageError, mirrored, open_storage
+from raydist._util.storage import StorageCopyError, StorageError, mirrored, open_storage
 from raydist.cluster.execute import ClusterRefused, execute_job
 from raydist.cluster.job import Job
 from raydist.driver.plan import JobError
@@ -41,7 +41,8 @@ def run_job(job: Job, *, execute: Callable[..., dict] | None = None, record: Map
     that cannot be written raises ``JobError`` naming ``storage`` before anything runs. SIGTERM and
     Ctrl-C stop scheduling; rows already written stay and the tables are compiled from them.
     Raises ``InfrastructureError`` (one line: what failed, what to do) for Docker that cannot
-    be reached, a missing base image, a full disk and a model server that does not start;
+    be reached, a missing base image, a full disk, a storage that cannot take the run's files
+    (naming it; the same command finishes the copy) and a model server that does not start;
     ``JobError`` for a setting the cluster cannot satisfy.
 
     ``record`` (file name -> text, ``raydist.launch.config_record``) is written to
@@ -84,8 +85,19 @@ def run_job(job: Job, *, execute: Callable[..., dict] | None = None, record: Map
                 return status
     except RunDirBusy as exc:
         raise JobError(str(exc)) from exc
+    except StorageCopyError as exc:  # the rows and tables are on this disk; the storage lacks some
+        raise _storage_failure(exc, job) from exc
     except OSError as exc:  # the storage could not be read or written
         raise _disk_failure(exc) from exc
+
+
+def _storage_failure(exc: StorageCopyError, job: Job) -> InfrastructureError:
+    """A copy to ``storage`` that failed (at the end of a launch, or of a row): the run directory
+    on this disk keeps every file, and the same command copies what the storage lacks."""
+    _, cause = classify_exception(exc)
+    return InfrastructureError(f"{exc}; every file is kept in {job.run_dir}: free space in storage={job.storage} "
+                               "(or fix what the error names) and run the same command again to finish the copy",
+                               cause=cause)
 
 
 def _disk_failure(exc: OSError) -> InfrastructureError:
