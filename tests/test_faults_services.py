@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -204,3 +205,58 @@ def test_a_storage_full_at_the_final_copy_is_one_line_keeps_the_rows_and_the_sam
     assert [(row["outcome"], row["attempts"]) for row in held] == [("resolved", 1)]
     for name in ("steps.parquet", "summary.md", ".hydra/config.yaml"):
         assert (stored / name).read_bytes() == (run_dir / name).read_bytes(), name
+
+
+def _port(api_base: str) -> int:
+    return int(api_base.rsplit(":", 1)[1].split("/")[0])
+
+
+def _squat(port: int, seconds: float = 2) -> socket.socket:
+    """A socket listening on ``port`` of loopback (bound as soon as the dead server's is free),
+    so that the supervisor's restart must take another port."""
+    squatter = socket.socket()
+    squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # keep-alive traces of the dead server
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            squatter.bind(("127.0.0.1", port))
+            break
+        except OSError:
+            assert time.monotonic() < deadline, f"port {port} stayed taken"
+            time.sleep(0.005)
+    squatter.listen()
+    return squatter
+
+
+@pytest.mark.llm
+def test_the_view_models_calls_follow_its_server_to_a_new_port(ray_local, gemma_entry):
+    """The model access of L1 and L4 preparation (``view_model_complete``) on the real embedded
+    model: its server is killed between two calls and its port taken; the second call reaches
+    the restarted server on its new port."""
+    import ray
+
+    from raydist.cluster.prepare import view_model_complete
+    from raydist.cluster.serving import serve_model
+    from raydist.views import ViewOptions
+
+    ask = [{"role": "user", "content": "Say yes."}]
+    # checks 2 s apart leave the test time to take the port before the restart
+    entry = gemma_entry | {"num_cpus": 0, "supervisor": {"check_interval_s": 2, "health_timeout_s": 5}}
+    with serve_model("gemma3-270m", entry) as endpoint:
+        actor = ray.get_actor(endpoint.server_name, namespace=endpoint.server_namespace)
+        complete = view_model_complete(endpoint, ViewOptions(request_timeout_base_s=10))
+        assert complete(ask, seed=0, max_tokens=4).strip()
+        os.kill(ray.get(actor.pid.remote()), signal.SIGKILL)
+        squatter = _squat(_port(endpoint.api_base))
+        try:
+            deadline = time.monotonic() + 120
+            while ray.get(actor.status.remote())["state"] != "ready" or ray.get(actor.restarts.remote()) != 1:
+                assert time.monotonic() < deadline, ray.get(actor.status.remote())
+                time.sleep(0.2)
+            # the squatter accepts and never answers: a call to the old port would time out
+            assert complete(ask, seed=0, max_tokens=4).strip()
+        finally:
+            squatter.close()
+        assert ray.get(actor.restarts.remote()) == 1
+        assert complete.endpoint.api_base == ray.get(actor.api_base.remote()) != endpoint.api_base
+        assert complete.usage["calls"] == 2

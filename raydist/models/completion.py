@@ -1,13 +1,18 @@
 """One chat completion as a plain function: the model access of pure logic that needs an LLM
-(e.g. Level 1's paraphrase and verifier, `raydist.views.l1.statement`)."""
+(e.g. Level 1's paraphrase and verifier, `raydist.views.l1.statement`).
+
+A supervised server (`ModelEndpoint.server_name`) may be restarted on another port while a
+preparation runs: each call first asks its supervisor for the current address (waiting while
+it restarts), and a call that stays unreachable is tried once more when the supervisor,
+checking at once, restarted or moved the server meanwhile."""
 
 from __future__ import annotations
 
 from functools import partial
 
-from raydist.models.endpoint import ModelEndpoint
+from raydist.models.endpoint import RESTART_WAIT_S, ModelEndpoint
 from raydist.models.grammar import grammar_extra_body
-from raydist.models.retry import call_with_retries
+from raydist.models.retry import ModelUnreachable, call_with_retries
 from raydist.models.router import completion_function
 
 
@@ -44,7 +49,10 @@ class LitellmCompletion:
         usage: running totals over every response received, ``{"input_tokens": prompt
             tokens, "output_tokens": completion tokens, "calls": responses}`` (failed
             requests are not counted; empty answers are).
+        restart_wait_s: seconds a call waits for its supervised server to come back.
     """
+
+    restart_wait_s: float = RESTART_WAIT_S
 
     def __init__(self, endpoint: ModelEndpoint, *, temperature: float, timeout: float, retries: int,
                  min_tokens_per_s: float | None = None):
@@ -71,21 +79,21 @@ class LitellmCompletion:
 
         Raises:
             ModelUnreachable: transient failures (connection, timeout, overload) outlasted
-                ``retries`` attempts; names the model and its api_base.
+                ``retries`` attempts (twice when its supervisor moved the server meanwhile);
+                names the model and its api_base; also when the supervisor says the server
+                failed for good, is gone or still restarting after ``restart_wait_s``.
             EmptyCompletion: the answer had no text; names the model and its api_base.
             Exception: litellm's error for any other failure (bad request, authentication), at once.
         """
-        kwargs = self.endpoint.request_kwargs() | {
-            "temperature": self.temperature, "max_tokens": max_tokens, "seed": seed,
-            "timeout": request_timeout(max_tokens, self.timeout, self.min_tokens_per_s),
-            "max_retries": 0, "drop_params": True,
-        }
-        if grammar is not None and self.endpoint.local:
-            body = grammar_extra_body(self.endpoint.grammar_server, grammar)
-            kwargs["extra_body"] = kwargs.get("extra_body", {}) | body
-        call = partial(completion_function(self.endpoint), model=self.endpoint.litellm_model, messages=messages,
-                       **kwargs, **self.endpoint.secret_kwargs())
-        response = call_with_retries(call, endpoint=self.endpoint, retries=self.retries)
+        self._follow_server(recheck=False)
+        try:
+            response = self._request(messages, seed, max_tokens, grammar)
+        except ModelUnreachable:
+            before = (self.endpoint.api_base, self.endpoint.server_generation)
+            self._follow_server(recheck=True)
+            if (self.endpoint.api_base, self.endpoint.server_generation) == before:
+                raise
+            response = self._request(messages, seed, max_tokens, grammar)
         usage = getattr(response, "usage", None)
         self.usage["input_tokens"] += int(getattr(usage, "prompt_tokens", 0) or 0)
         self.usage["output_tokens"] += int(getattr(usage, "completion_tokens", 0) or 0)
@@ -97,6 +105,31 @@ class LitellmCompletion:
             raise EmptyCompletion(f"model {self.endpoint.litellm_model!r} at {where} returned an empty answer "
                                   f"(finish_reason {getattr(choice, 'finish_reason', None)!r})")
         return content
+
+    def _follow_server(self, recheck: bool) -> None:
+        """Take the address the endpoint's supervisor reports (``recheck``: calls just failed,
+        so it checks the server at once); nothing for an endpoint nobody supervises."""
+        if self.endpoint.server_name is None:
+            return
+        from raydist.models.server import ModelServerError, follow_server  # deferred: ray (only when supervised)
+
+        try:
+            self.endpoint = follow_server(self.endpoint, self.restart_wait_s, recheck)
+        except ModelServerError as exc:
+            raise ModelUnreachable(f"model {self.endpoint.litellm_model!r}: {exc}") from exc
+
+    def _request(self, messages: list[dict], seed: int, max_tokens: int, grammar: str | None):
+        kwargs = self.endpoint.request_kwargs() | {
+            "temperature": self.temperature, "max_tokens": max_tokens, "seed": seed,
+            "timeout": request_timeout(max_tokens, self.timeout, self.min_tokens_per_s),
+            "max_retries": 0, "drop_params": True,
+        }
+        if grammar is not None and self.endpoint.local:
+            body = grammar_extra_body(self.endpoint.grammar_server, grammar)
+            kwargs["extra_body"] = kwargs.get("extra_body", {}) | body
+        call = partial(completion_function(self.endpoint), model=self.endpoint.litellm_model, messages=messages,
+                       **kwargs, **self.endpoint.secret_kwargs())
+        return call_with_retries(call, endpoint=self.endpoint, retries=self.retries)
 
 
 def litellm_complete(endpoint: ModelEndpoint, *, temperature: float = 0.7, timeout: float = 120,
