@@ -40,7 +40,7 @@ from raydist.cluster.unit_image import UnitSettings
 from raydist.cluster.unit_key import SCRIPTED_AGENTS, RunUnit
 from raydist.cluster.validity import GateResult, View, judge_views
 from raydist.models.process import ModelServerError
-from raydist.outcomes import OUTCOMES, InfrastructureError
+from raydist.outcomes import OUTCOMES, InfrastructureError, classify_exception
 from raydist.results.budget import Spending
 from raydist.sandbox import BaseImageMissing, SandboxUnavailable, connect, ensure_base_image, sweep_orphans
 from raydist.views import levels_needing
@@ -319,7 +319,7 @@ def execute_job(job: Job, store, gate_store=None, *, execute: Callable[..., dict
         return Executed(interrupted=True)
     finally:
         _shutdown_ray()
-        sweep_orphans(client)
+        _sweep_at_end(client)
 
 
 def _run_phases(job: Job, todo: Pending, base_image: str, store, gate_store,
@@ -381,6 +381,19 @@ def _docker(job: Job):
     if removed:
         print(f"removed {removed} containers left by an earlier run that was killed", flush=True)
     return client, base_image
+
+
+def _sweep_at_end(client) -> None:
+    """Remove the containers of this launch's ended workers. A Docker daemon that does not answer
+    now (restarted while the last units ended) is said on stderr, not raised: the rows are
+    written and the tables still to compile, and the next launch's sweep removes what is left."""
+    try:
+        sweep_orphans(client)
+    except Exception as exc:
+        if classify_exception(exc)[1] != "docker":
+            raise
+        print(f"the Docker daemon did not answer the final clean-up ({type(exc).__name__}); the next launch "
+              "removes any container left", file=sys.stderr, flush=True)
 
 
 def _shutdown_ray() -> None:
