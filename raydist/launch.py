@@ -27,7 +27,6 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 
-from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from raydist import launcher  # first: the environment defaults, before Ray or litellm is imported
@@ -72,21 +71,7 @@ def launch(cfg: DictConfig, run_dir: str) -> int:
     if checked.dry_run:
         print_plan(job)
         return 0
-    return run_job(job, record=config_record(cfg))
-
-
-def config_record(cfg: DictConfig) -> dict[str, str]:
-    """The files of the run directory's ``.hydra/`` record, by name: ``config.yaml`` (the job's
-    settings, interpolations resolved where they can be) and ``overrides.yaml`` (its
-    command-line overrides). ``raydist.driver.drive.run_job`` writes them once the plan is
-    valid and the run directory is held, so a refused launch leaves a finished run's record as
-    it was (Hydra writes none: ``hydra.output_subdir`` is null)."""
-    try:
-        settings = OmegaConf.to_yaml(cfg, resolve=True)
-    except Exception:  # noqa: BLE001 - a resolver only Hydra's job has: keep the interpolation
-        settings = OmegaConf.to_yaml(cfg)
-    task = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
-    return {"config.yaml": settings, "overrides.yaml": OmegaConf.to_yaml(OmegaConf.create(task))}
+    return run_job(job, record=launcher.config_record(cfg))
 
 
 ENTRY = launcher.Entry(

@@ -2,9 +2,10 @@
 (``raydist.launch``), DyCodeEval problems (``raydist.launch_problems``) and the recall probe
 (``raydist.launch_recall``).
 
-Each entry is an :class:`Entry`: its config name in ``raydist/conf``, a preflight that checks
-every job's settings before the first starts, and a ``run`` that does one job and returns its
-exit status. Everything else is here, once:
+Each entry is an :class:`Entry`: its config name in ``raydist/conf``, a ``plan`` that checks
+every job whole before the first starts (``raydist.driver.preflight.plan_jobs``: a refused
+launch writes nothing), and a ``run`` that does one job and returns its exit status.
+Everything else is here, once:
 
 * environment defaults, set before Ray, litellm or mini-swe-agent are imported;
 * the Hydra main (:func:`launch`) and its job wrapper (:func:`run_one`);
@@ -16,7 +17,10 @@ exit status. Everything else is here, once:
   skips the rest, the process exits with the highest status and names each failed job;
 * shutdown and orphan sweep after every job (:func:`shut_down`): Ray stopped, sandbox
   containers whose owner is gone removed;
-* the sweep report over the jobs that ran (``raydist.reporting.write_sweep_report``).
+* the sweep report over the jobs that ran (``raydist.reporting.write_sweep_report``);
+* the settings record a job writes into its run directory once it holds it
+  (:func:`config_record`; Hydra writes no ``.hydra/``: every entry's config sets
+  ``hydra.output_subdir: null``).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from collections.abc import Callable, Sequence  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from typing import IO  # noqa: E402
 
-from omegaconf import DictConfig  # noqa: E402
+from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from raydist.driver.config import ConfigError  # noqa: E402
 from raydist.driver.plan import JobError  # noqa: E402
@@ -49,7 +53,7 @@ from raydist.reporting import write_sweep_report  # noqa: E402
 from raydist.sandbox import BaseImageMissing, SandboxUnavailable, connect, sweep_orphans  # noqa: E402
 
 __all__ = ["EXIT_BUDGET", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_SETTING", "Entry", "Jobs", "SettingProblem",
-           "exit_status_of", "launch", "run_one", "shut_down"]
+           "config_record", "exit_status_of", "launch", "run_one", "shut_down"]
 
 EXIT_FAILED = 1
 """A unit ended in an error, or the machine or a service failed the launch."""
@@ -104,6 +108,9 @@ class Entry:
     * ``run(cfg, run_dir)``: one job, returning its exit status (0, 1, 3) or raising (mapped by
       :func:`exit_status_of`).
     * ``preflight(argv)``: the first problem with any job's settings as one line, or None.
+    * ``plan(argv)``: every job planned before any starts, nothing written; None when ``argv``
+      runs no job (``--help``...: then ``preflight`` runs). Raises one of ``SETTING_ERRORS``
+      (exit status 2, before Hydra makes any folder).
     * ``docker_host(cfg)``: the Docker daemon whose orphans are swept after a job that ran
       (the attribute None: the entry starts no container).
     * ``sweep_report``: keyword arguments of ``write_sweep_report``, or None for no report.
@@ -115,6 +122,7 @@ class Entry:
     config_name: str
     run: Callable[[DictConfig, str], int]
     preflight: Callable[[list[str]], str | None] | None = None
+    plan: Callable[[list[str]], list | None] | None = None
     docker_host: Callable[[DictConfig], str | None] | None = None
     sweep_report: dict | None = field(default_factory=dict)
     interrupted: str = ""
@@ -193,15 +201,21 @@ def run_one(entry: Entry, jobs: Jobs, cfg: DictConfig, run_dir: str, overrides: 
 
 
 def launch(entry: Entry, argv: Sequence[str] | None = None) -> int:
-    """Run ``entry`` as ``python -m <its module> [overrides] [hydra flags]``: the preflight
-    (any job's bad setting exits 2 before the first job starts), Hydra's jobs through
+    """Run ``entry`` as ``python -m <its module> [overrides] [hydra flags]``: its plan, or else
+    its preflight (any job's bad setting or input exits 2 before the first job starts and
+    before Hydra makes any folder), Hydra's jobs through
     :func:`run_one`, the sweep report over the jobs that ran (not after an interrupt), and the
     highest job status, naming the failed jobs (:meth:`Jobs.status`)."""
     import hydra
     from hydra.core.hydra_config import HydraConfig
 
     args = list(sys.argv[1:] if argv is None else argv)
-    if entry.preflight is not None:
+    try:
+        planned = entry.plan(args) if entry.plan is not None else None
+    except SETTING_ERRORS as exc:
+        print(f"raydist: error: {exc}", file=sys.stderr, flush=True)
+        return EXIT_SETTING
+    if planned is None and entry.preflight is not None:
         problem = entry.preflight(args)
         if problem:
             print(f"raydist: error: {problem}", file=sys.stderr, flush=True)
@@ -226,3 +240,19 @@ def launch(entry: Entry, argv: Sequence[str] | None = None) -> int:
     if not jobs.interrupted and entry.sweep_report is not None:
         write_sweep_report(jobs.reported, **entry.sweep_report)
     return jobs.status(multirun="--multirun" in args or "-m" in args)
+
+
+def config_record(cfg: DictConfig) -> dict[str, str]:
+    """The files of a run directory's ``.hydra/`` record, by name: ``config.yaml`` (the job's
+    settings, interpolations resolved where they can be) and ``overrides.yaml`` (its
+    command-line overrides). Each entry writes them (``raydist._util.run_dirs.write_record``)
+    once its plan is valid and the run directory is held, so a refused launch leaves a
+    finished run's record as it was (Hydra writes none: ``hydra.output_subdir`` is null)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        settings = OmegaConf.to_yaml(cfg, resolve=True)
+    except Exception:  # noqa: BLE001 - a resolver only Hydra's job has: keep the interpolation
+        settings = OmegaConf.to_yaml(cfg)
+    task = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+    return {"config.yaml": settings, "overrides.yaml": OmegaConf.to_yaml(OmegaConf.create(task))}

@@ -2,22 +2,28 @@
 one ``--multirun`` that compute different things never share a directory (and a table), the
 folder of the validity gate's runs beside them (``GATE_DIR``), and the rule that keeps every
 run directory below its root: a name from a setting is a safe path (``name_problem``) and a
-folder built from such names lies below the root it was built under (``outside``)."""
+folder built from such names lies below the root it was built under (``outside``); and the
+settings record every entry writes into a run directory it has started (``write_record``)."""
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from fnmatch import fnmatchcase
 from pathlib import Path
 
+from raydist._util.files import atomic_write_text
 from raydist._util.hashing import stable_hash
 
-__all__ = ["GATE_DIR", "job_name", "name_problem", "outside"]
+__all__ = ["GATE_DIR", "RECORD_DIR", "job_name", "name_problem", "outside", "write_record"]
 
 #: ``<output_root>/<benchmark>/_gate``: the validity gate's oracle and null runs of a benchmark.
 GATE_DIR = "_gate"
+
+#: The folder of a run directory holding its launch's settings (Hydra's name for it; Hydra
+#: itself writes none: every entry's config sets ``hydra.output_subdir: null``).
+RECORD_DIR = ".hydra"
 
 #: Overrides no launcher names: paths and Hydra's own settings change where, never what.
 NOT_COMPUTED = ("output_root", "cache_dir", "data_root", "storage", "hydra", "hydra.*", "hydra/*")
@@ -74,3 +80,17 @@ def outside(root: str | os.PathLike, path: str | os.PathLike) -> bool:
     symbolic links followed, ``..`` removed, relative to the current directory)."""
     root_path, full = Path(root).expanduser().resolve(), Path(path).expanduser().resolve()
     return full == root_path or root_path not in full.parents
+
+
+def write_record(run_dir: str | os.PathLike, record: Mapping[str, str] | None) -> None:
+    """``record`` (file name -> text: ``raydist.launcher.config_record``) written to
+    ``<run_dir>/.hydra/``, each file at once (a reader sees the old or the new one). An entry
+    calls it once its job's plan is valid and its run directory is held, so a launch refused
+    before then leaves an earlier launch's record as it was. Nothing is written for an empty
+    ``record``."""
+    if not record:
+        return
+    folder = Path(run_dir) / RECORD_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in record.items():
+        atomic_write_text(folder / name, text)

@@ -23,7 +23,7 @@ model entry is what ``raydist.cluster.serving.serve_model`` takes.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
@@ -205,14 +205,22 @@ def _check_launch(cfg: DictConfig) -> LaunchConfig:
 
 def check_path_names(launch: LaunchConfig) -> None:
     """Every setting of ``PATH_NAMES`` is a safe relative path below ``output_root``
-    (``name_problem``: no ``..`` part, no empty part as in ``model=openai/``, no control
-    character). Raises ``ConfigError`` naming the key, its value and why."""
+    (:func:`check_folder_names`). Raises ``ConfigError`` naming the key, its value and why."""
     values = {"benchmark.name": launch.benchmark.name, "agent": launch.agent, "model": launch.model}
-    for key in PATH_NAMES:
-        problem = name_problem(values[key])
+    check_folder_names({key: values[key] for key in PATH_NAMES}, launch.output_root)
+
+
+def check_folder_names(values: dict[str, object], output_root: str) -> None:
+    """Each of ``values`` (setting key -> value; every entry's settings that become folders of
+    a run directory below ``output_root``) is a safe relative path
+    (``raydist._util.run_dirs.name_problem``: no ``..`` part, no empty part as in
+    ``model=openai/``, no leading ``/``, no control character). Raises ``ConfigError`` naming
+    the first bad key, its value and why."""
+    for key, value in values.items():
+        problem = name_problem(value)
         if problem is not None:
-            raise ConfigError(f"{key}={values[key]!r}: {problem}; it names folders of the run directory below "
-                              f"output_root={launch.output_root} (e.g. model=openai/gpt-4o-mini)")
+            raise ConfigError(f"{key}={value!r}: {problem}; it names folders of the run directory below "
+                              f"output_root={output_root} (e.g. model=openai/gpt-4o-mini)")
 
 
 def check_ids(bench: BenchmarkConfig) -> None:
@@ -226,10 +234,11 @@ def check_ids(bench: BenchmarkConfig) -> None:
                               f"e.g. benchmark.{key}=[<instance_id>], or drop the key to run every instance")
 
 
-def _rooted(merged: Any) -> None:
-    """``merged``'s ``ROOTS`` made absolute in place (relative: against the current directory,
-    ``~`` expanded), before anything interpolating them is resolved. Raises ``ConfigError`` for
-    an empty one."""
+def make_roots_absolute(merged: Any) -> None:
+    """``merged``'s ``ROOTS`` (a composed config of any entry: the main job, DyCodeEval
+    problems, the recall probe) made absolute in place (relative: against the current
+    directory, ``~`` expanded), before anything interpolating them is resolved. Raises
+    ``ConfigError`` for an empty one."""
     for key in ROOTS:
         value = merged[key]
         if value is None or not str(value).strip():
@@ -274,7 +283,7 @@ def _checked(cfg: DictConfig, key: str | None = None) -> Any:
     try:
         merged = OmegaConf.merge(structured(LaunchConfig), cfg)
         if key is None:
-            _rooted(merged)
+            make_roots_absolute(merged)
             return build(LaunchConfig, OmegaConf.to_container(merged, resolve=True))
         node = merged.get(key) if isinstance(merged, DictConfig) else None
         return build(node_types(LaunchConfig)[key], OmegaConf.to_container(node, resolve=True), key)
@@ -315,10 +324,14 @@ def check_seeds(seeds: Any) -> list[int]:
 
 
 def describe_config_error(exc: BaseException) -> str:
-    """One line naming the key of an OmegaConf/Hydra error and what that node accepts."""
+    """One line naming the key of an OmegaConf/Hydra error and what that node accepts (the
+    fields of the schema node the error names, e.g. the recall probe's ``RecallConfig``, else
+    of ``LaunchConfig`` at the key's parent)."""
     key = getattr(exc, "full_key", None) or ""
     message = str(getattr(exc, "msg", None) or exc).strip().splitlines()[0]
-    allowed = allowed_keys(key.rpartition(".")[0]) if key else None
+    node = getattr(exc, "object_type", None)
+    allowed = ([f.name for f in fields(node)] if is_dataclass(node)
+               else allowed_keys(key.rpartition(".")[0]) if key else None)
     hint = f"; allowed keys there: {', '.join(allowed)}" if allowed and "not in" in str(exc) else ""
     return f"config key {key or '?'}: {message}{hint}"
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from raydist._util.files import atomic_write_text
+from raydist._util.run_dirs import write_record
 from raydist._util.storage import StorageCopyError, StorageError, mirrored, open_storage
 from raydist.cluster.execute import ClusterRefused, execute_job
 from raydist.cluster.job import Job
@@ -21,9 +22,6 @@ from raydist.driver.report import compile_tables, exit_status, report
 from raydist.outcomes import InfrastructureError, classify_exception
 from raydist.results import ResultStore, RunDirBusy, run_dir_lock
 from raydist.results.budget import BUDGET_FILE
-
-#: The folder of a run directory holding the launch's settings (Hydra's name for it).
-RECORD_DIR = ".hydra"
 
 
 def run_job(job: Job, *, execute: Callable[..., dict] | None = None, record: Mapping[str, str] | None = None) -> int:
@@ -45,7 +43,7 @@ def run_job(job: Job, *, execute: Callable[..., dict] | None = None, record: Map
     (naming it; the same command finishes the copy) and a model server that does not start;
     ``JobError`` for a setting the cluster cannot satisfy.
 
-    ``record`` (file name -> text, ``raydist.launch.config_record``) is written to
+    ``record`` (file name -> text, ``raydist.launcher.config_record``) is written to
     ``<run_dir>/.hydra/`` once the run directory is held, before any unit starts: a launch
     refused before then (by the plan, or a run directory in use) leaves an earlier launch's
     record as it was.
@@ -61,10 +59,7 @@ def run_job(job: Job, *, execute: Callable[..., dict] | None = None, record: Map
         with run_dir_lock(job.run_dir), mirrored(job.mirror, job.run_dir):
             gate_dir = job.gate.store_dir if job.gate is not None else None
             with mirrored(job.gate.mirror if job.gate is not None else None, gate_dir or job.run_dir):
-                if record:
-                    (job.run_dir / RECORD_DIR).mkdir(exist_ok=True)
-                for name, text in (record or {}).items():
-                    atomic_write_text(job.run_dir / RECORD_DIR / name, text)
+                write_record(job.run_dir, record)
                 store = ResultStore(job.run_dir, mirror=job.mirror)
                 gate_store = ResultStore(job.gate.store_dir, mirror=job.gate.mirror) if job.gate is not None else None
                 try:

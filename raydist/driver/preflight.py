@@ -6,10 +6,12 @@ command line is expanded into its jobs as Hydra's basic sweeper does, each job's
 composed and checked against the schema (``raydist.driver.config.check_config``), and the
 first problem is returned as one line naming the key and what it accepts.
 
-For the main job, :func:`plan_launch` goes further, still before anything is written: each
-job's run directory as Hydra will name it, the job planned whole (``plan_job``: levels, agent,
-model, instance selection, instance file contents), and the paths it will write checked
-(:func:`check_paths`: below ``output_root``, and writable).
+:func:`plan_jobs` goes further, still before anything is written, for any entry: each job's
+run directory as Hydra will name it and the job planned whole by the entry. For the main job
+(:func:`plan_launch`) that is ``plan_job`` (levels, agent, model, instance selection,
+instance file contents) and the paths it will write checked (:func:`check_paths`, by
+:func:`check_folders`: below ``output_root``, and writable); the problems and recall entries
+plan their own jobs the same way.
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ from __future__ import annotations
 import copy
 import os
 import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 from hydra import compose, initialize_config_dir
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -27,13 +32,15 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from omegaconf.errors import OmegaConfBaseException
 
 from raydist._util.run_dirs import outside
 from raydist.cluster.job import Job
 from raydist.driver.config import ConfigError, LaunchConfig, check_config, describe_config_error
 from raydist.driver.plan import JobError, plan_job
+
+T = TypeVar("T")
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 """The main job's config folder (``raydist/conf``)."""
@@ -158,14 +165,38 @@ class PlannedJob:
 
 
 def plan_launch(argv: list[str]) -> list[PlannedJob] | None:
-    """Every job of ``python -m raydist.launch`` ``argv`` planned, in Hydra's order, before
-    any starts and with nothing written: each job's config composed and checked
-    (``check_config``), its run directory computed as Hydra will (the ``hydra.*`` overrides
-    applied), its ``Job`` planned (``plan_job``: levels, agent, model, the instances chosen and
-    the rows of their file) and its paths checked (:func:`check_paths`). None when ``argv``
-    runs no job (``--help``, ``--cfg``...) or is Hydra's to reject. Raises ``ConfigError`` or
-    ``JobError`` (exit status 2) with one line naming the bad key or input and, in a
-    ``--multirun``, the job's overrides."""
+    """Every job of ``python -m raydist.launch`` ``argv`` planned (:func:`plan_jobs`): each
+    job's config checked (``check_config``), its ``Job`` planned (``plan_job``: levels, agent,
+    model, the instances chosen and the rows of their file) and its paths checked
+    (:func:`check_paths`). None when ``argv`` runs no job (``--help``, ``--cfg``...) or is
+    Hydra's to reject. Raises ``ConfigError`` or ``JobError`` (exit status 2) with one line
+    naming the bad key or input and, in a ``--multirun``, the job's overrides."""
+    return plan_jobs(argv, "config", _plan_one)
+
+
+def _plan_one(settings: DictConfig, run_dir: Callable[[], Path], overrides: tuple[str, ...]) -> PlannedJob:
+    checked = check_config(settings)  # first: a bad setting is named before its run directory is built
+    folder = run_dir()
+    job = plan_job(checked, folder)
+    check_paths(checked, job)
+    return PlannedJob(overrides, folder, job, bool(checked.dry_run))
+
+
+def plan_jobs(argv: list[str], config_name: str, plan: Callable[[DictConfig, Callable[[], Path], tuple[str, ...]], T],
+              refusals: tuple[type[Exception], ...] = ()) -> list[T] | None:
+    """Every job of an entry's command line ``argv`` planned by ``plan``, in Hydra's order,
+    before any starts and with nothing written (the shared step of the three entries:
+    ``raydist.launch``, ``raydist.launch_problems``, ``raydist.launch_recall``). Each job's
+    config is composed from ``raydist/conf/<config_name>.yaml`` with the ``hydra.*``
+    overrides, and ``plan(settings, run_dir, overrides)`` gets the job's config as Hydra hands
+    it to the job (no ``hydra`` node), a function returning its run directory as Hydra will
+    make it (absolute: :func:`run_dir_of`; call it once the settings that name it are
+    checked), and the job's own overrides; it raises on a bad setting or input.
+
+    Returns ``plan``'s results; None when ``argv`` runs no job (``--help``, ``--cfg``...) or
+    is Hydra's to reject. Raises ``ConfigError`` (a bad setting or override) or ``JobError``
+    (a bad input, and any of ``refusals``: the entry's own setting errors) with one line
+    naming it and, in a ``--multirun``, the job's overrides."""
     jobs = job_overrides(argv)
     if not jobs:
         return None
@@ -177,13 +208,20 @@ def plan_launch(argv: list[str]) -> list[PlannedJob] | None:
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            for overrides in jobs:
+            for index, overrides in enumerate(jobs):
                 where = f" (job {' '.join(overrides)})" if len(jobs) > 1 else ""
                 try:
-                    planned.append(_plan_one(overrides, hydra_overrides, bool(args.multirun)))
+                    cfg = compose(config_name, overrides=[*hydra_overrides, *overrides], return_hydra_config=True)
+                    settings = copy.deepcopy(cfg)  # the job's config, as Hydra hands it to the job
+                    with open_dict(settings):
+                        del settings["hydra"]
+                    planned.append(plan(settings, partial(run_dir_of, cfg, bool(args.multirun), index),
+                                        tuple(overrides)))
                 except ConfigError as exc:
                     raise ConfigError(f"{exc}{where}") from exc
                 except JobError as exc:
+                    raise JobError(f"{exc}{where}") from exc
+                except refusals as exc:
                     raise JobError(f"{exc}{where}") from exc
                 except (HydraException, OmegaConfBaseException) as exc:
                     raise ConfigError(f"{_describe(exc)}{where}") from exc
@@ -192,22 +230,15 @@ def plan_launch(argv: list[str]) -> list[PlannedJob] | None:
     return planned
 
 
-def _plan_one(overrides: list[str], hydra_overrides: list[str], multirun: bool) -> PlannedJob:
-    cfg = compose("config", overrides=[*hydra_overrides, *overrides], return_hydra_config=True)
-    settings = copy.deepcopy(cfg)  # the job's config, as Hydra hands it to the job: no hydra node
-    with open_dict(settings):
-        del settings["hydra"]
-    checked = check_config(settings)  # first: a bad setting is named before its run directory is built
-    run_dir = _run_dir(cfg, multirun)
-    job = plan_job(checked, run_dir)
-    check_paths(checked, job)
-    return PlannedJob(tuple(overrides), run_dir, job, bool(checked.dry_run))
-
-
-def _run_dir(cfg: DictConfig, multirun: bool) -> Path:
-    """The run directory Hydra gives the job of ``cfg`` (composed with its ``hydra`` node), as
-    ``hydra.core.utils.run_job`` computes it: absolute against the current directory."""
-    HydraConfig.instance().set_config(cfg)  # ${hydra:overrides.task} in the sweep's subdir
+def run_dir_of(cfg: DictConfig, multirun: bool, index: int = 0) -> Path:
+    """The run directory Hydra gives job ``index`` of a launch, ``cfg`` its config composed
+    with its ``hydra`` node, as ``hydra.core.utils.run_job`` computes it: ``hydra.run.dir``, or
+    in a ``--multirun`` the sweep's dir and subdir (``hydra.job.num`` is ``index``, as
+    Hydra's basic launcher numbers its jobs), absolute against the current directory."""
+    if multirun:
+        with read_write(cfg.hydra.job):
+            cfg.hydra.job.num = index
+    HydraConfig.instance().set_config(cfg)  # ${hydra:overrides.task} and ${hydra:job.num} in the sweep's subdir
     hydra = cfg.hydra
     folder = (os.path.join(str(hydra.sweep.dir), str(OmegaConf.select(cfg, "hydra.sweep.subdir")))
               if multirun else str(hydra.run.dir))
@@ -215,24 +246,33 @@ def _run_dir(cfg: DictConfig, multirun: bool) -> Path:
 
 
 def check_paths(cfg: LaunchConfig, job: Job) -> None:
-    """The folders the job of ``cfg`` writes are allowed and can be written, before any is:
-    its run directory and the validity gate's lie below ``output_root`` (resolved: no ``..``,
-    no symbolic link out; a ``hydra.run.dir`` or ``hydra.sweep.dir`` set elsewhere is
-    refused), and on the way to each, and to ``cache_dir``, the first part that exists is a
-    folder that this process may write in (a dry run writes nothing, so only the first is
-    checked). Raises ``ConfigError`` naming the setting and the absolute path."""
-    root = Path(cfg.output_root)
-    folders = [("the run directory", job.run_dir)]
+    """The folders the main job of ``cfg`` writes are allowed and can be written, before any
+    is (:func:`check_folders`): its run directory and the validity gate's, and ``cache_dir``
+    (a dry run writes nothing, so only the first is checked). Raises ``ConfigError`` naming
+    the setting and the absolute path."""
+    folders = [("the run directory", Path(job.run_dir))]
     if job.gate is not None:
-        folders.append(("the validity gate's folder", job.gate.store_dir))
+        folders.append(("the validity gate's folder", Path(job.gate.store_dir)))
+    check_folders(cfg.output_root, folders, cfg.cache_dir, write=not cfg.dry_run)
+
+
+def check_folders(output_root: str | os.PathLike, folders: Sequence[tuple[str, Path]], cache_dir: str | os.PathLike,
+                  *, write: bool = True) -> None:
+    """Before anything is written: each of ``folders`` (what it is, its path) lies below
+    ``output_root`` (resolved: no ``..``, no symbolic link out; a ``hydra.run.dir`` or
+    ``hydra.sweep.dir`` set elsewhere is refused), and on the way to each, and to
+    ``cache_dir``, the first part that exists is a folder that this process may write in
+    (with ``write``; else only that it is a folder). Raises ``ConfigError`` naming the setting
+    and the absolute path."""
+    root = Path(output_root)
     for what, folder in folders:
         if outside(root, folder):
             raise ConfigError(f"output_root={root}: {what} {Path(folder).resolve()} is not below it; every file a "
                               "launch writes goes below output_root (set output_root, not hydra.run.dir or "
                               "hydra.sweep.dir)")
-        _check_writable("output_root", root, Path(folder), write=not cfg.dry_run)
-    cache = Path(cfg.cache_dir)
-    _check_writable("cache_dir", cache, cache, write=not cfg.dry_run)
+        _check_writable("output_root", root, Path(folder), write=write)
+    cache = Path(cache_dir)
+    _check_writable("cache_dir", cache, cache, write=write)
 
 
 def _check_writable(key: str, root: Path, folder: Path, write: bool) -> None:
