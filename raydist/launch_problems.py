@@ -22,21 +22,26 @@ status and names the jobs that failed (the skeleton every entry shares: ``raydis
 
 from __future__ import annotations
 
+import copy
 import sys
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from raydist import launcher  # first: the environment defaults, before Ray or litellm is imported
 from raydist._util.storage import StorageError, open_storage
-from raydist.driver.config import ConfigError, LaunchConfig, check_group
-from raydist.driver.preflight import preflight
+from raydist.driver.config import ConfigError, LaunchConfig, check_folder_names, check_group, make_roots_absolute
+from raydist.driver.preflight import check_folders, plan_jobs, preflight
 from raydist.models.endpoint import UnknownModel, check_model_name
 from raydist.problems import config
 from raydist.problems._jobs import job_dir_name, unknown_override
 from raydist.problems.agents import load_dyc_prompts
 from raydist.problems.driver import run_problems
 from raydist.problems.job import ProblemsJob
-from raydist.problems.phases import ProblemsError
+from raydist.problems.phases import ProblemsError, seeds
+from raydist.problems.records import RunDirMismatch, run_dir_mismatch
 
 
 def shared_defaults() -> dict:
@@ -70,14 +75,35 @@ def settings_of(data: dict) -> config.ProblemsSettings:
     return settings
 
 
-def job_from_config(cfg: DictConfig, run_dir: str):
-    """Resolve and check ``cfg``; returns a ``ProblemsJob``. Raises ProblemsError."""
-    from pathlib import Path
+def plan_problems(argv: list[str]) -> list[ProblemsJob] | None:
+    """Every job of ``python -m raydist.launch_problems`` ``argv`` planned before any starts,
+    with nothing written (``raydist.driver.preflight.plan_jobs``, :func:`planned_job`): the
+    command line's keys, then each job's settings, names, seed problems, models, prompts and
+    paths. None when ``argv`` runs no job (``--help``...). Raises ``ConfigError`` or
+    ``JobError`` (exit status 2) naming the setting and, in a ``--multirun``, the job."""
+    problem = unknown_override(argv)
+    if problem:
+        raise ConfigError(problem)
+    return plan_jobs(argv, "problems", lambda cfg, run_dir, overrides: planned_job(cfg, run_dir),
+                     refusals=(ProblemsError, RunDirMismatch))
 
+
+def planned_job(cfg: DictConfig, run_dir: Callable[[], Path]) -> ProblemsJob:
+    """The ``ProblemsJob`` of the job config ``cfg``, checked whole and nothing written: its
+    folders absolute (``raydist.driver.config.make_roots_absolute``: relative to the current
+    directory; an empty one refused), its settings (:func:`settings_of`), ``benchmark.name``
+    and ``generation.model`` safe folder names below ``output_root``
+    (``raydist.driver.config.check_folder_names``), the seed selection, the models and the
+    prompts; then its run directory (``run_dir()``) below ``output_root`` and writable
+    (``raydist.driver.preflight.check_folders``), the storage's place for it, an earlier
+    launch's variants made with the same settings (``raydist.problems.records.run_dir_mismatch``)
+    and the seed problems it selects. Raises ``ConfigError``, ``ProblemsError`` or
+    ``RunDirMismatch`` naming the setting."""
     bench = cfg.benchmark
     if bench.get("kind") != "problems":
         raise ProblemsError(f"benchmark={bench.name} is a set of repository tasks: run `python -m raydist.launch "
                             f"benchmark={bench.name}`; here use benchmark=humaneval or benchmark=mbpp")
+    make_roots_absolute(cfg)
     try:
         data = OmegaConf.to_container(cfg, resolve=True)
     except Exception as exc:  # noqa: BLE001 - an interpolation that does not resolve (a missing variable)
@@ -86,21 +112,36 @@ def job_from_config(cfg: DictConfig, run_dir: str):
         settings = settings_of(data)
     except config.SettingError as exc:
         raise ProblemsError(str(exc)) from None
+    names = {"benchmark.name": settings.benchmark.get("name"), "generation.model": settings.generation.model}
+    check_folder_names(names, settings.output_root)
     ids = _benchmark(settings.benchmark)
     _check_models(settings)
     _check_prompts(settings.generation.prompts_dir)
-    cache = Path(settings.cache_dir).expanduser() / "problems"
-    try:
-        cache.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ProblemsError(f"cache_dir={settings.cache_dir!r} is not a writable folder ({exc})") from exc
-    job = ProblemsJob(settings=settings, run_dir=Path(run_dir), cache_dir=cache, ids=ids,
-                      storage=_storage(settings.storage))
+    folder = run_dir()
+    check_folders(settings.output_root, [("the run directory", folder)], settings.cache_dir)
+    job = ProblemsJob(settings=settings, run_dir=folder, cache_dir=Path(settings.cache_dir) / "problems", ids=ids,
+                      storage=settings.storage)
     try:
         job.mirror()
     except StorageError as exc:
         raise ProblemsError(str(exc)) from None
+    refused = run_dir_mismatch(folder, job.run_settings())
+    if refused is not None:
+        raise refused
+    seeds(job)
     return job
+
+
+def job_from_config(cfg: DictConfig, run_dir: str) -> ProblemsJob:
+    """The job Hydra runs (``cfg``, its config; ``run_dir``, the folder Hydra made): checked
+    again as the plan checked it (:func:`planned_job`), then its answer cache folder made and
+    its storage opened. Raises ProblemsError."""
+    job = planned_job(cfg, lambda: Path(run_dir))
+    try:
+        job.cache_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ProblemsError(f"cache_dir={job.settings.cache_dir!r} is not a writable folder ({exc})") from exc
+    return replace(job, storage=_storage(job.settings.storage))
 
 
 def _storage(uri: str | None) -> str | None:
@@ -167,7 +208,8 @@ def run_job(cfg: DictConfig, run_dir: str) -> int:
     import logging
 
     logging.getLogger("LiteLLM").setLevel(logging.WARNING)  # one INFO line per request otherwise
-    numbers = run_problems(job_from_config(cfg, run_dir))
+    cfg = copy.deepcopy(cfg)  # its folders made absolute in the record too
+    numbers = run_problems(job_from_config(cfg, run_dir), record=launcher.config_record(cfg))
     if numbers.get("failed_items"):
         print(f"raydist: {numbers['failed_items']} item(s) have a failed model call (recorded in llm_calls.jsonl, "
               "scored as failed); run the same command again to retry them", file=sys.stderr)
@@ -179,7 +221,7 @@ def run_job(cfg: DictConfig, run_dir: str) -> int:
     return 0
 
 
-def _preflight(argv: list[str]) -> str | None:
+def _preflight(argv: list[str]) -> str | None:  # --help, --cfg: no job to plan
     """The command line's keys (``unknown_override``), then that every job's config composes
     (a group option that does not exist, e.g. ``benchmark=nosuch``, names the options there)."""
     return unknown_override(argv) or preflight(argv, "problems", check=None)
@@ -190,7 +232,7 @@ def _docker_host(cfg: DictConfig) -> str | None:
 
 
 ENTRY = launcher.Entry(
-    config_name="problems", run=run_job, preflight=_preflight, docker_host=_docker_host,
+    config_name="problems", run=run_job, preflight=_preflight, plan=plan_problems, docker_host=_docker_host,
     # Diversity is in each job's summary.md; `raydist report --out` adds its section (MiniLM).
     sweep_report={"diversity": False},
     interrupted="interrupted: finished variants and completions are kept; run the same command again to resume")

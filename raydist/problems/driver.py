@@ -9,7 +9,10 @@ phase skips the items it finished in an earlier launch, so the same command resu
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from raydist._util.files import atomic_write_text
+from raydist._util.run_dirs import write_record
 from raydist._util.storage import mirrored
 from raydist.cluster.scheduler import init_ray, interrupt_on_signals
 from raydist.models.admission import Admission
@@ -24,9 +27,11 @@ from raydist.sandbox import connect, ensure_base_image
 __all__ = ["run_problems"]
 
 
-def run_problems(job: ProblemsJob) -> dict:
+def run_problems(job: ProblemsJob, record: Mapping[str, str] | None = None) -> dict:
     """Run every phase ``job.pipeline`` asks for; returns the summary numbers it printed
-    (``raydist.problems.summary.Metrics.numbers``).
+    (``raydist.problems.summary.Metrics.numbers``). ``record`` (the launch's settings:
+    ``raydist.launcher.config_record``) is written to ``<run_dir>/.hydra/`` once the run
+    directory is known to hold variants of these settings, before any phase writes.
 
     Raises ``ProblemsError`` (bad seed selection), ``RunDirMismatch`` (the run directory holds
     variants of other settings), ``SandboxUnavailable`` / ``BaseImageMissing`` (no sandbox)."""
@@ -34,6 +39,7 @@ def run_problems(job: ProblemsJob) -> dict:
     budget = job.settings.budget
     with mirrored(job.mirror(), job.run_dir):
         check_run_dir(job.run_dir, job.run_settings())
+        write_record(job.run_dir, record)
         image = _start(job)
         making = job.pipeline in ("full", "generate")
         with Admission(budget, max_calls=job.ray.max_concurrency) as admission:

@@ -25,7 +25,7 @@ from raydist._util.files import atomic_write_json
 from raydist._util.hashing import stable_hash
 
 __all__ = ["RUN_SETTINGS", "SCORING_VERSION", "RecordStore", "RunDirMismatch", "append_calls", "check_run_dir",
-           "completion_key"]
+           "completion_key", "run_dir_mismatch"]
 
 #: Version of how an answer becomes a scored program (``raydist.problems.evaluate``); a change
 #: that can move a score bumps it, so a resumed run scores its items again (the model's
@@ -72,26 +72,39 @@ class RunDirMismatch(ValueError):
 
 def check_run_dir(run_dir: Path, settings: dict) -> None:
     """Record ``settings`` (what the variants depend on besides their ids) in
-    ``<run_dir>/settings.json`` on the first launch; on a later one, refuse to mix: finished
-    variants made under other settings would be reused as if they were this launch's.
-
-    Raises RunDirMismatch naming the settings that differ and what to do.
-    """
-    path = run_dir / "settings.json"
-    if path.is_file():
+    ``<run_dir>/settings.json`` on the first launch; on a later one, refuse to mix
+    (:func:`run_dir_mismatch`). Raises RunDirMismatch naming the settings that differ and what
+    to do."""
+    refused = run_dir_mismatch(run_dir, settings)
+    if refused is not None:
+        raise refused
+    if (run_dir / "settings.json").is_file():
         try:
-            before = json.loads(path.read_text())
+            if isinstance(json.loads((run_dir / "settings.json").read_text()), dict):
+                return
         except json.JSONDecodeError:
-            before = None
-        if isinstance(before, dict) and before != settings:
-            changed = sorted(k for k in settings.keys() | before.keys() if settings.get(k) != before.get(k))
-            raise RunDirMismatch(
-                f"{run_dir} holds variants made with other settings ({', '.join(changed)} differ); choose "
-                "another output_root for these settings, or remove that run directory to start over")
-        if isinstance(before, dict):
-            return
+            pass
     run_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(path, settings)
+    atomic_write_json(run_dir / "settings.json", settings)
+
+
+def run_dir_mismatch(run_dir: Path, settings: dict) -> RunDirMismatch | None:
+    """The refusal to launch into ``run_dir`` with ``settings``, read only (the launcher's plan
+    asks before Hydra makes any folder): a ``RunDirMismatch`` naming the settings that differ
+    when ``<run_dir>/settings.json`` records others (finished variants made under them would be
+    reused as if they were this launch's), else None."""
+    path = run_dir / "settings.json"
+    if not path.is_file():
+        return None
+    try:
+        before = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(before, dict) or before == settings:
+        return None
+    changed = sorted(k for k in settings.keys() | before.keys() if settings.get(k) != before.get(k))
+    return RunDirMismatch(f"{run_dir} holds variants made with other settings ({', '.join(changed)} differ); choose "
+                          "another output_root for these settings, or remove that run directory to start over")
 
 
 def append_calls(run_dir: Path, calls: Iterable[dict[str, Any]]) -> None:
