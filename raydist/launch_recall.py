@@ -21,17 +21,28 @@ entry shares: ``raydist.launcher``).
 
 from __future__ import annotations
 
+import copy
 import sys
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from raydist import launcher  # first: the environment defaults, before Ray or litellm is imported
+from raydist._util.run_dirs import write_record
 from raydist.cluster.scheduler import RayOptions
 from raydist.cluster.serving import serve_for_command
 from raydist.driver.benchmark import load_benchmark
-from raydist.driver.config import ConfigError, LaunchConfig, check_group, describe_config_error
+from raydist.driver.config import (
+    ConfigError,
+    LaunchConfig,
+    check_folder_names,
+    check_group,
+    describe_config_error,
+    make_roots_absolute,
+)
+from raydist.driver.preflight import check_folders, plan_jobs
 from raydist.models.completion import litellm_complete
 from raydist.models.endpoint import UnknownModel, check_model_name
 from raydist.problems.llm import RecordedLLM
@@ -59,9 +70,13 @@ RecallError = launcher.SettingProblem
 
 
 def settings_of(cfg: DictConfig):
-    """``(RecallConfig, rounds, prompt templates, grammar or None)``, checked. Raises RecallError naming
-    the setting."""
+    """``(RecallConfig, rounds, prompt templates, grammar or None)``, checked: the folders made
+    absolute in ``cfg`` (``raydist.driver.config.make_roots_absolute``: relative to the
+    current directory; an empty one refused), ``benchmark.name`` and ``model`` safe folder
+    names below ``output_root`` (``raydist.driver.config.check_folder_names``) and the model
+    a ``local_models`` entry or a known litellm name. Raises RecallError naming the setting."""
     try:
+        make_roots_absolute(cfg)
         merged = OmegaConf.merge(OmegaConf.structured(config.RecallConfig), cfg)
         OmegaConf.resolve(merged)
         settings = OmegaConf.to_object(merged)
@@ -78,6 +93,16 @@ def settings_of(cfg: DictConfig):
         raise RecallError(describe_config_error(exc)) from None
     if settings.max_tokens < 1:
         raise RecallError(f"max_tokens={settings.max_tokens}: give a whole number of at least 1")
+    try:
+        check_folder_names({"benchmark.name": settings.benchmark.get("name"), "model": settings.model},
+                           settings.output_root)
+    except ConfigError as exc:
+        raise RecallError(str(exc)) from None
+    if settings.model not in settings.local_models:
+        try:
+            check_model_name(settings.model)
+        except UnknownModel as exc:
+            raise RecallError(f"model={settings.model}: {exc}") from None
     return settings, rounds, prompts, grammar if limits.grammar else None
 
 
@@ -92,17 +117,30 @@ def instances_of(bench) -> list:
         raise RecallError(f"benchmark={bench.name}: {exc}") from exc
 
 
+def plan_recall(argv: list[str]) -> list[Path] | None:
+    """The run directory of every job of ``python -m raydist.launch_recall`` ``argv``, each job
+    checked whole before any starts, with nothing written (``raydist.driver.preflight.plan_jobs``):
+    its settings (:func:`settings_of`), its instances (:func:`instances_of`) and its run
+    directory below ``output_root`` and writable (``raydist.driver.preflight.check_folders``).
+    None when ``argv`` runs no job (``--help``...). Raises ``ConfigError`` or ``JobError``
+    (exit status 2) naming the setting and, in a ``--multirun``, the job."""
+    return plan_jobs(argv, "recall", _planned, refusals=(RecallError,))
+
+
+def _planned(cfg: DictConfig, run_dir: Callable[[], Path], overrides: tuple[str, ...]) -> Path:
+    settings = settings_of(cfg)[0]
+    instances_of(cfg.benchmark)
+    folder = run_dir()
+    check_folders(settings.output_root, [("the run directory", folder)], settings.cache_dir)
+    return folder
+
+
 @contextmanager
 def endpoint_of(settings):
     """The model's ``ModelEndpoint`` for the probe's duration: a ``local_models`` entry with a
     server command is started under Ray (``raydist.cluster.serving.serve_model``), any other
-    model is reached as it is. Raises RecallError for an unknown model name."""
+    model (checked by :func:`settings_of`) is reached as it is."""
     entry = settings.local_models.get(settings.model)
-    if entry is None:
-        try:
-            check_model_name(settings.model)
-        except UnknownModel as exc:
-            raise RecallError(f"model={settings.model}: {exc}") from None
     cluster = check_group("cluster", settings.cluster)
     with serve_for_command(settings.model, entry, RayOptions(**vars(cluster))) as endpoint:
         yield endpoint
@@ -115,8 +153,10 @@ def run(cfg: DictConfig, run_dir: str) -> int:
     import logging
 
     logging.getLogger("LiteLLM").setLevel(logging.WARNING)
+    cfg = copy.deepcopy(cfg)  # its folders made absolute in the record too
     settings, rounds, prompts, grammar = settings_of(cfg)
     instances = instances_of(cfg.benchmark)
+    write_record(run_dir, launcher.config_record(cfg))
     probe = ProbeSettings(model=settings.model, rounds=rounds, prompts=prompts, seed=settings.seed,
                           max_tokens=settings.max_tokens, grammar=grammar, temperature=settings.temperature)
     print(f"recall probe: {len(instances)} instance(s) x {len(rounds)} round(s) on {settings.model} -> {run_dir}",
@@ -136,9 +176,10 @@ def _progress(instance_id: str, rows: list[dict]) -> None:
     print(f"  {instance_id}: {levels}", flush=True)
 
 
-ENTRY = launcher.Entry(config_name="recall", run=run, sweep_report=None)
-"""The recall probe as the launcher skeleton runs it: no preflight (Hydra composes, the job
-checks), no sandbox containers, no sweep report (each probe writes its own summary)."""
+ENTRY = launcher.Entry(config_name="recall", run=run, plan=plan_recall, sweep_report=None)
+"""The recall probe as the launcher skeleton runs it: every job planned first
+(:func:`plan_recall`), no sandbox containers, no sweep report (each probe writes its own
+summary)."""
 
 
 def cli(argv: list[str] | None = None) -> int:
