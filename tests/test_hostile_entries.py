@@ -130,20 +130,25 @@ def test_problems_a_multirun_with_one_bad_job_is_refused_before_the_first_runs(t
     assert list(tmp_path.iterdir()) == []
 
 
-def test_problems_a_launch_refused_for_other_settings_leaves_the_run_directory_as_it_was(tmp_path, capsys):
-    """A run directory of variants made with ``generation.temperature=0.9``: the same folder
-    with another temperature is refused, and its record, settings and log keep their bytes."""
-    run_dir = tmp_path / "problems" / "humaneval" / "gemma3-270m"
-    (run_dir / ".hydra").mkdir(parents=True)
-    [job] = launch_problems.plan_problems([f"output_root={tmp_path}", "generation.temperature=0.9", *SMALL])
-    (run_dir / "settings.json").write_text(json.dumps(job.run_settings()))
-    (run_dir / ".hydra" / "config.yaml").write_text("generation:\n  temperature: 0.9\n")
-    (run_dir / "launch.log").write_text("finished\n")
+def test_problems_a_launch_refused_for_other_settings_leaves_every_run_directory_as_it_was(tmp_path, capsys):
+    """The second job's run directory holds variants made at another temperature: the launch is
+    refused before the first job runs (it would have made its run directory, then failed to
+    reach Docker), and the second's record, settings and log keep their bytes."""
+    args = ["--multirun", f"output_root={tmp_path}", f"sandbox.docker_host=unix://{tmp_path}/no-daemon.sock", *SMALL,
+            "generation.temperature=0.7,0.9"]
+    first, second = launch_problems.plan_problems(args)
+    (second.run_dir / ".hydra").mkdir(parents=True)
+    (second.run_dir / "settings.json").write_text(json.dumps({**second.run_settings(), "temperature": 0.5}))
+    (second.run_dir / ".hydra" / "config.yaml").write_text("generation:\n  temperature: 0.5\n")
+    (second.run_dir / "launch.log").write_text("finished\n")
     before = _files(tmp_path)
-    line = _refused(capsys, launch_problems.cli, f"output_root={tmp_path}", *SMALL)
-    assert line == (f"raydist: error: {run_dir} holds variants made with other settings (temperature differ); choose "
-                    "another output_root for these settings, or remove that run directory to start over")
+    line = _refused(capsys, launch_problems.cli, *args)
+    assert line.startswith(f"raydist: error: {second.run_dir} holds variants made with other settings (temperature "
+                           "differ); choose another output_root for these settings, or remove that run directory to "
+                           f"start over (job output_root={tmp_path} ")
+    assert line.endswith(" generation.temperature=0.9)")
     assert _files(tmp_path) == before
+    assert not first.run_dir.exists()
 
 
 def test_problems_a_job_past_its_plan_writes_its_settings_record_below_output_root(tmp_path):
