@@ -268,3 +268,22 @@ def test_recall_a_probe_past_its_plan_writes_its_settings_record_below_output_ro
     assert sorted(p.name for p in (run_dir / ".hydra").iterdir()) == ["config.yaml", "overrides.yaml"]
     config = (run_dir / ".hydra" / "config.yaml").read_text()
     assert f"output_root: {tmp_path / 'runs'}\n" in config and f"cache_dir: {tmp_path / 'cache'}\n" in config
+
+
+# -- raydist audit-tests --out ------------------------------------------------------------------
+
+def test_audit_tests_refuses_an_out_it_cannot_write_before_auditing_anything(tmp_path, capsys):
+    """It used to audit every instance (containers, test runs) and then fail on the file; here
+    the Docker daemon is unreachable, so an audit that started would end at once."""
+    from raydist.driver.audit_tests import audit_main  # deferred: docker
+
+    (tmp_path / "folder").mkdir()
+    settings = ["benchmark=builtin", f"sandbox.docker_host=unix://{tmp_path}/no-daemon.sock"]
+    assert audit_main(settings, out=str(tmp_path / "folder")) == launcher.EXIT_SETTING
+    assert capsys.readouterr() == ("", f"raydist: error: --out {tmp_path / 'folder'} is a folder; give a file to "
+                                       f"write, e.g. --out {tmp_path / 'folder' / 'audit.json'}\n")
+    assert audit_main(settings, out=str(tmp_path / "missing" / "a.json")) == launcher.EXIT_SETTING
+    assert capsys.readouterr() == ("", f"raydist: error: --out {tmp_path / 'missing' / 'a.json'}: "
+                                       f"{tmp_path / 'missing'} is not an existing folder; create it or give another "
+                                       "file\n")
+    assert _files(tmp_path) == {"folder": None}

@@ -23,9 +23,14 @@ def audit_main(overrides: list[str], *, seeds: int = 3, out: str | None = None) 
     """Audit every instance of the configured benchmark with ``seeds`` rewrite seeds
     (0 .. seeds-1); print one line per instance and the summary; with ``out`` write the JSON
     (``{"summary": ..., "instances": [...]}``). Returns 0, 2 for a bad setting (one line on
-    stderr), 1 when no instance could be audited because the machine failed."""
+    stderr; an ``out`` that cannot be a new file is one, found before any instance is
+    audited), 1 when no instance could be audited because the machine failed."""
     if seeds < 1:
         print(f"raydist: error: --seeds {seeds}: give a whole number >= 1", file=sys.stderr)
+        return 2
+    problem = out_problem(out) if out else None
+    if problem:
+        print(f"raydist: error: {problem}", file=sys.stderr)
         return 2
     try:
         cfg = checked_config(overrides)
@@ -64,3 +69,14 @@ def audit_main(overrides: list[str], *, seeds: int = 3, out: str | None = None) 
                                 for a in audits]}
         Path(out).write_text(json.dumps(record, indent=1, default=list) + "\n", encoding="utf-8")
     return 1 if errors and not audits else 0
+
+
+def out_problem(out: str) -> str | None:
+    """Why ``--out`` (a JSON file to write) cannot be written, naming its absolute path: it is
+    a folder, or the folder it would go in is not an existing folder; else None."""
+    path = Path(out).expanduser().absolute()
+    if path.is_dir():
+        return f"--out {path} is a folder; give a file to write, e.g. --out {path / 'audit.json'}"
+    if not path.parent.is_dir():
+        return f"--out {path}: {path.parent} is not an existing folder; create it or give another file"
+    return None
