@@ -22,6 +22,10 @@ F2P = json.loads(BASE["FAIL_TO_PASS"])
 P2P = json.loads(BASE["PASS_TO_PASS"])
 
 
+#: A one-hunk diff whose file header names ``old`` and ``new``.
+ESCAPING = "--- {old}\n+++ {new}\n@@ -0,0 +1 @@\n+planted\n"
+
+
 def write_rows(path: Path, *rows: dict) -> Path:
     path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     return path
@@ -49,17 +53,42 @@ def refusal(tmp_path: Path, **changes) -> str:
     ({"test_patch": "not a diff"}, "test_patch", "is not a unified diff (starts 'not a diff')"),
     ({"patch": "--- a/x.py\n+++ b/x.py\n@@ -1,3 +1 @@\n-a\n"}, "patch",
      "is not a unified diff (starts '--- a/x.py\\n+++ b/x.py\\n@@ -1,3 +1 @@\\n-a\\n')"),
+    ({"FAIL_TO_PASS": json.dumps(F2P + [""])}, "FAIL_TO_PASS", "lists a blank test id"),
+    ({"PASS_TO_PASS": json.dumps([" "] + P2P)}, "PASS_TO_PASS", "lists a blank test id"),
+    ({"patch": ESCAPING.format(old="a/../../../etc/passwd", new="b/../../../etc/passwd")}, "patch",
+     "changes 'a/../../../etc/passwd', outside the repository (an absolute path or a '..' part)"),
+    ({"patch": ESCAPING.format(old="/dev/null", new="/tmp/planted.py")}, "patch",
+     "changes '/tmp/planted.py', outside the repository (an absolute path or a '..' part)"),
+    ({"test_patch": "diff --git a/x.py b/../y.py\nrename from x.py\nrename to ../y.py\n"}, "test_patch",
+     "changes 'b/../y.py', outside the repository (an absolute path or a '..' part)"),
 ])
 def test_a_bad_row_is_refused_naming_file_line_instance_and_field(tmp_path, changes, field, problem):
     assert refusal(tmp_path, **changes) == (
         f"{tmp_path / 'rows.jsonl'}:2: instance {ID!r}: field {field!r} {problem}; fix or remove the line")
 
 
-@pytest.mark.parametrize("instance_id", ["a\nb", "a\tb", "a\x00b", "a\x1b[31mb", "a/b", "a\\b", "..", "."])
+@pytest.mark.parametrize("instance_id", ["a\nb", "a\tb", "a\x00b", "a\x1b[31mb", "a/b", "a\\b", "..", ".",
+                                         "a\u202eb", "a\u200bb", "a\x85b"])
 def test_an_instance_id_that_cannot_be_a_file_name_or_one_line_is_refused(tmp_path, instance_id):
     assert refusal(tmp_path, instance_id=instance_id) == (
-        f"{tmp_path / 'rows.jsonl'}:2: field 'instance_id' {instance_id!r} holds a control character or a path "
-        "separator, or is '.'/'..' (ids become file names); fix or remove the line")
+        f"{tmp_path / 'rows.jsonl'}:2: field 'instance_id' {instance_id!r} holds a control or format character "
+        "(e.g. a right-to-left override) or a path separator, or is '.'/'..' (ids become file names and are "
+        "printed on one line); fix or remove the line")
+
+
+def test_a_patch_inside_the_repository_is_not_taken_for_one_that_leaves_it(tmp_path):
+    # a removed line "-- x" is "--- x" inside a hunk: not a file header
+    patch = "--- a/q.sql\n+++ b/q.sql\n@@ -1,2 +1 @@\n--- ../../x\n keep\n"
+    [instance] = load_instances(str(write_rows(tmp_path / "ok.jsonl", dict(BASE, patch=patch))))
+    assert instance.patch == patch
+
+
+def test_a_row_nested_too_deep_to_parse_is_named_by_file_and_line(tmp_path):
+    source = tmp_path / "deep.jsonl"
+    source.write_text(json.dumps(BASE) + "\n" + "[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(MalformedInstance) as caught:
+        load_instances(str(source))
+    assert str(caught.value) == f"{source}:2: nests lists or objects too deep to parse; fix or remove the line"
 
 
 def test_an_absent_test_cmd_and_an_empty_test_patch_are_allowed(tmp_path):

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from raydist import launcher
+from raydist._util.run_dirs import name_problem
 from raydist.driver.preflight import plan_launch
 from raydist.launch import ENTRY, cli
 from tests.launches import launch
@@ -100,6 +101,8 @@ def test_relative_roots_are_made_absolute_against_the_current_directory(tmp_path
     ("model", "openai/", "a part of it between '/' is empty"),
     ("model", "/tmp/x", "it starts with '/' (a path from the filesystem root)"),
     ("benchmark.name", "../../escape", "a part of it is '.' or '..' (a folder outside the run directory's root)"),
+    ("model", "m" * 151, "it is 151 bytes long; file names are made from it (e.g. "
+     "preds/<model>__<agent>__<level>__s<seed>.jsonl) and one holds at most 255 bytes: give at most 150"),
 ])
 def test_a_name_that_would_leave_output_root_is_refused_before_anything_is_written(tmp_path, capsys, monkeypatch,
                                                                                    key, value, why):
@@ -111,6 +114,17 @@ def test_a_name_that_would_leave_output_root_is_refused_before_anything_is_writt
         assert line == (f"raydist: error: {key}={value!r}: {why}; it names folders of the run directory below "
                         f"output_root={out} (e.g. model=openai/gpt-4o-mini)")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_name_with_an_invisible_format_character_is_refused():
+    # Hydra's parser takes it quoted (model='...'); the folder would print unlike its name.
+    assert name_problem("gpt\u202e4") == "it holds the invisible format character '\\u202e'"
+    assert name_problem("gpt\u200b4") == "it holds the invisible format character '\\u200b'"
+
+
+def test_a_name_of_the_longest_length_allowed_plans():
+    assert name_problem("m" * 150) is None
+    assert name_problem("openai/" + "m" * 143) is None
 
 
 def test_a_run_directory_set_outside_output_root_is_refused(tmp_path, capsys):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -53,12 +54,19 @@ def job_name(overrides: Iterable, unnamed: Iterable[str] = ()) -> str:
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\\]")
 
 
+#: The longest setting that becomes a folder and a part of file names (``name_problem``): a file
+#: name holds at most 255 bytes, and ``preds/<model>__<agent>__<level>__s<seed>__a<n>.jsonl`` adds to it.
+MAX_NAME_BYTES = 150
+
+
 def name_problem(value: object) -> str | None:
     """What makes ``value`` (a setting that becomes folders of a run directory's path:
     ``benchmark.name``, ``agent``, ``model``) unsafe as a relative path, or None when it is
     safe. ``/`` is allowed between parts (``openai/gpt-4o-mini`` is two folders); refused are an
     empty value or an empty part (``openai/``), a part ``.`` or ``..`` (the path would leave its
-    root), a leading ``/`` (an absolute path) and control characters or ``\\``."""
+    root), a leading ``/`` (an absolute path), control characters, ``\\``, invisible format
+    characters (zero-width, bidirectional overrides: the name would print unlike the folder),
+    and a value over ``MAX_NAME_BYTES`` bytes of UTF-8."""
     text = str(value)
     if not text.strip():
         return "it is empty"
@@ -67,6 +75,13 @@ def name_problem(value: object) -> str | None:
     bad = _UNSAFE.search(text)
     if bad:
         return f"it holds the character {bad.group()!r}"
+    invisible = next((c for c in text if unicodedata.category(c) == "Cf"), None)
+    if invisible is not None:
+        return f"it holds the invisible format character {invisible!r}"
+    if len(text.encode("utf-8")) > MAX_NAME_BYTES:
+        return (f"it is {len(text.encode('utf-8'))} bytes long; file names are made from it (e.g. "
+                f"preds/<model>__<agent>__<level>__s<seed>.jsonl) and one holds at most 255 bytes: give at most "
+                f"{MAX_NAME_BYTES}")
     parts = text.split("/")
     if any(part in (".", "..") for part in parts):
         return "a part of it is '.' or '..' (a folder outside the run directory's root)"

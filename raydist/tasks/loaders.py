@@ -120,6 +120,8 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[str, Any]]:
             except json.JSONDecodeError as error:
                 raise MalformedInstance(where, None,
                                         f"is not valid JSON ({error.msg} at column {error.colno})") from None
+            except RecursionError:
+                raise MalformedInstance(where, None, "nests lists or objects too deep to parse") from None
 
 
 def _utf8(raw: bytes, where: str) -> str:
@@ -143,6 +145,8 @@ def _from_json(path: Path) -> list[Instance]:
     except json.JSONDecodeError as error:
         raise MalformedInstance(f"{path}:{error.lineno}", None, f"is not valid JSON ({error.msg})",
                                 "fix the file") from None
+    except RecursionError:
+        raise MalformedInstance(str(path), None, "nests lists or objects too deep to parse", "fix the file") from None
     if not isinstance(records, list):
         raise MalformedInstance(str(path), None, f"is not a JSON list of records (got {type(records).__name__})",
                                 "fix the file")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import unicodedata
 from typing import Any
 
 from unidiff import PatchSet, UnidiffParseError
@@ -30,7 +31,9 @@ TEST_LISTS = ("FAIL_TO_PASS", "PASS_TO_PASS")
 RECIPE_FIELDS = ("sdist", "install", "install_repo", "injected_patch", "python")
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 # An id names files and directories (run rows, logs, images) and is printed on one line.
-_UNSAFE_ID = re.compile(r"[\x00-\x1f\x7f/\\]")
+_UNSAFE_ID = re.compile(r"[\x00-\x1f\x7f-\x9f/\\]")
+# A file a diff names: `diff --git a/X b/Y`, `rename from X` / `copy to Y` (git's extended headers).
+_GIT_PATHS = re.compile(r"^diff --git a/(\S+) b/(\S+)$|^(?:rename|copy) (?:from|to) (.+)$", re.MULTILINE)
 
 
 def instance_from_record(
@@ -50,9 +53,10 @@ def instance_from_record(
     in JSON, which no file can be written with), an empty ``instance_id`` or one with a control
     character, a path separator or that is ``.``/``..`` (ids become file names), a blank
     ``problem_statement``, a ``test_cmd`` given but blank (absent is allowed: SWE-bench rows
-    carry none), an empty ``FAIL_TO_PASS``, a test id listed twice (within a list or in both),
-    a ``patch`` that is not a unified diff, a non-empty ``test_patch`` that is not one (empty is
-    allowed: the tests may ship with the release), or an sdist ``sha256`` that is not 64 hex digits.
+    carry none), an empty ``FAIL_TO_PASS``, a blank test id or one listed twice (within a list
+    or in both), a ``patch`` that is not a unified diff, a non-empty ``test_patch`` that is not
+    one (empty is allowed: the tests may ship with the release), a diff naming a file outside
+    the repository (``escaping_path``), or an sdist ``sha256`` that is not 64 hex digits.
     """
     if not isinstance(record, dict):
         raise MalformedInstance(source, None, f"is not a JSON object (got {type(record).__name__})")
@@ -72,9 +76,11 @@ def instance_from_record(
 def _check_id(instance_id: str, source: str) -> None:
     if not instance_id.strip():
         raise MalformedInstance(source, "instance_id", "is empty")
-    if _UNSAFE_ID.search(instance_id) or instance_id in (".", ".."):
-        raise MalformedInstance(source, "instance_id", f"{instance_id!r} holds a control character or a path "
-                                "separator, or is '.'/'..' (ids become file names)")
+    if (_UNSAFE_ID.search(instance_id) or instance_id in (".", "..")
+            or any(unicodedata.category(c) == "Cf" for c in instance_id)):
+        raise MalformedInstance(source, "instance_id", f"{instance_id!r} holds a control or format character "
+                                "(e.g. a right-to-left override) or a path separator, or is '.'/'..' (ids become "
+                                "file names and are printed on one line)")
 
 
 def _check_content(record: dict, text: dict[str, str], tests: dict[str, tuple[str, ...]], source: str) -> None:
@@ -94,12 +100,40 @@ def _check_content(record: dict, text: dict[str, str], tests: dict[str, tuple[st
     if not tests["FAIL_TO_PASS"]:
         # With no test that the fix must turn green, every patch (even an empty one) "resolves".
         raise refuse("FAIL_TO_PASS", "is empty: an instance needs at least one test its fix makes pass")
+    for name in TEST_LISTS:
+        if any(not test.strip() for test in tests[name]):
+            raise refuse(name, "lists a blank test id")
     repeated = repeated_test_id(tests["FAIL_TO_PASS"], tests["PASS_TO_PASS"])
     if repeated is not None:
         raise refuse(*repeated)
     for name in ("patch", "test_patch"):
         if (text[name] or name == "patch") and not is_unified_diff(text[name]):
             raise refuse(name, f"is not a unified diff (starts {text[name][:40]!r})")
+        escaping = escaping_path(text[name]) if text[name] else None
+        if escaping is not None:
+            raise refuse(name, f"changes {escaping!r}, outside the repository (an absolute path or a '..' part)")
+
+
+def escaping_path(diff: str) -> str | None:
+    """The first file ``diff`` (a unified diff) names that lies outside the repository it
+    applies to: an absolute path or one with a ``..`` part, after git's ``a/`` / ``b/``
+    prefix; None when every path stays inside. Read from the file headers ``unidiff`` parses
+    and git's ``diff --git`` / ``rename`` / ``copy`` lines (a hunk line never starts with those)."""
+    paths: list[str] = []
+    try:
+        for patched in PatchSet(diff):
+            paths += [patched.source_file, patched.target_file]
+    except UnidiffParseError:
+        pass
+    for match in _GIT_PATHS.finditer(diff):
+        paths += [group for group in match.groups() if group]
+    for path in paths:
+        if path == "/dev/null":
+            continue
+        relative = path[2:] if path.startswith(("a/", "b/")) else path
+        if relative.startswith("/") or ".." in relative.split("/"):
+            return path
+    return None
 
 
 def is_unified_diff(text: str) -> bool:
