@@ -375,11 +375,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from raydist.reporting import report_dir_main  # deferred: docker
 
         try:
-            check_out_dir(args.out, "--out")
+            out_dir = check_out_dir(args.out, "--out")
         except OutPathError as exc:
             print(f"raydist: error: {exc}", file=sys.stderr)
             return 2
-        return report_dir_main(args.paths, args.out)
+        return report_dir_main(args.paths, str(out_dir))
     if exec_argv is None:
             return report_main(args.paths, output=args.output)
     sys.stdout.flush()

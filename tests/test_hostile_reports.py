@@ -125,6 +125,18 @@ def test_out_below_a_file_is_exit_2(run, tmp_path, capsys):
                                        "be made below it; give another folder\n")
 
 
+def test_out_through_a_symbolic_link_prints_where_the_files_really_go(run, tmp_path, capsys):
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    assert main(["export", "swebench", str(run), "--out", str(link)]) == 0
+    out = capsys.readouterr().out
+    written = sorted(str(p) for p in target.rglob("*.jsonl"))
+    assert written and all(path in out for path in written)
+    assert str(link) not in out
+
+
 def test_output_at_a_folder_is_exit_2(run, tmp_path, capsys):
     assert main(["report", str(run), "--output", str(tmp_path)]) == 2
     assert capsys.readouterr() == ("", f"raydist: error: --output {tmp_path}: is a folder or a special file, not a "

@@ -13,7 +13,8 @@ class OutPathError(ValueError):
 
 
 def check_out_dir(path: str | Path, flag: str) -> Path:
-    """``path`` as the folder to write into (it need not exist yet). Returns it.
+    """``path`` as the folder to write into (it need not exist yet). Returns it absolute with
+    symbolic links followed (``Path.resolve``), so what is printed is where the files go.
 
     Raises ``OutPathError`` naming ``flag`` and ``path`` when it is an existing file that is not a
     folder, lies below such a file, or its nearest existing folder cannot be written to."""
@@ -21,7 +22,7 @@ def check_out_dir(path: str | Path, flag: str) -> Path:
     if folder.exists() and not folder.is_dir():
         raise OutPathError(f"{flag} {folder}: is a file, not a folder; give a new or existing folder")
     _check_writable_ancestor(folder, flag)
-    return folder
+    return folder.resolve()
 
 
 def check_out_file(path: str | Path, flag: str) -> Path:
