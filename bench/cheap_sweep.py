@@ -33,10 +33,14 @@ def write_instances(path: str | Path, n: int, pause_s: float = 0.0) -> Path:
         for i in range(n):
             out.write(json.dumps({
                 "instance_id": f"cheap-{i:05d}", "repo": "example/cheap", "base_commit": "0",
-                "patch": "", "test_patch": "", "problem_statement": f"synthetic instance {i}",
+                "patch": CHEAP_PATCH, "test_patch": "", "problem_statement": f"synthetic instance {i}",
                 "FAIL_TO_PASS": ["test_x.py::test_x"], "PASS_TO_PASS": [], "pause_s": pause_s,
             }) + "\n")
     return path
+
+
+#: A one-line diff: an instance's patch must be one (``raydist.tasks.records``); no cheap unit applies it.
+CHEAP_PATCH = "--- a/x.py\n+++ b/x.py\n@@ -0,0 +1 @@\n+x = 1\n"
 
 
 def plan_sweep(source: str | Path, out: str | Path, *overrides: str):

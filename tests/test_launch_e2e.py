@@ -267,8 +267,9 @@ def test_validity_gate_excludes_views_the_oracle_cannot_resolve_or_the_null_agen
     intact view reaches the LLM agent; the others are reported with their reason."""
     base = json.loads((ROOT / "raydist/tasks/builtin/instances.jsonl").read_text().splitlines()[0])
     good = dict(base, instance_id="gate-good")
-    passes_already = dict(base, instance_id="gate-null-resolves",
-                          FAIL_TO_PASS=json.dumps(json.loads(base["PASS_TO_PASS"])[:1]))
+    p2p = json.loads(base["PASS_TO_PASS"])  # a test that passes already, moved to FAIL_TO_PASS
+    passes_already = dict(base, instance_id="gate-null-resolves", FAIL_TO_PASS=json.dumps(p2p[:1]),
+                          PASS_TO_PASS=json.dumps(p2p[1:]))
     no_fix = dict(base, instance_id="gate-oracle-fails",
                   patch=base["patch"].replace('+    word = re.sub(r"_id$", "", word)',
                                               '+    word = re.sub(r"_id", "", word)  # same behaviour'))

@@ -128,7 +128,8 @@ def test_a_call_after_the_launch_ended_is_model_unreachable(ray_local):
         _model(endpoint).query(ASK)
 
 
-def test_a_bad_supervisor_setting_is_named_before_any_server_starts():
+@pytest.mark.ray
+def test_a_bad_supervisor_setting_is_named_before_any_server_starts(ray_local):  # placement is asked of Ray first
     from raydist.models.server import ModelServerError
 
     with pytest.raises(ModelServerError, match=r"local_models.stub.supervisor=.*hang_checks must be >= 1"):

@@ -305,19 +305,30 @@ def test_bad_configuration_is_one_clear_line_before_anything_runs(tmp_path, over
 
 
 def test_a_failing_job_of_a_multirun_sweep_does_not_stop_the_next(tmp_path):
-    """Job 1 has a bad setting (exit 2 before anything runs), job 2 runs and its model is dead
-    (exit 1): each is named with its own status and run directory."""
-    cmd = command(tmp_path, "http://127.0.0.1:9/v1", "evaluation.models=[]", "evaluation.n=0,2")
+    """Both jobs run and their model is dead (exit 1): the first job's failure does not stop the
+    second, and each is named with its own status and run directory."""
+    cmd = command(tmp_path, "http://127.0.0.1:9/v1", "evaluation.models=[]", "evaluation.n=1,2")
     cmd.insert(cmd.index("raydist.launch_problems") + 1, "--multirun")
     res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
-    assert res.returncode == 2, res.stderr[-3000:]  # the worst of the jobs' statuses: a setting to fix
-    assert "raydist: error: evaluation.n=0: give a whole number of at least 1" in res.stderr
-    assert res.stdout.count("generation: 2 seed problems x 2 generation seeds") == 1  # the second job ran
-    assert res.stderr.count("item(s) have a failed model call") == 1
+    assert res.returncode == 1, res.stderr[-3000:]
+    assert res.stdout.count("generation: 2 seed problems x 2 generation seeds") == 2  # both jobs ran
+    assert res.stderr.count("item(s) have a failed model call") == 2
     # each job is named by the settings it was given; paths, endpoints and the generator name nothing
     base = tmp_path / "problems" / "humaneval" / "scripted"
     job = ("benchmark.ids=_HumanEval_0,HumanEval_2_,generation.variants_per_seed=2,generation.scenarios=3,"
            "evaluation.n={n},evaluation.models=_,analysis.human_check=3")
-    assert sorted(p.name for p in base.iterdir() if (p / "settings.json").is_file()) == [job.format(n=2)]
+    assert sorted(p.name for p in base.iterdir() if (p / "settings.json").is_file()) == [job.format(n=1),
+                                                                                         job.format(n=2)]
     assert res.stderr.strip().splitlines()[-1] == (
-        f"raydist: 2 of 2 jobs failed: {base / job.format(n=0)} (exit 2), {base / job.format(n=2)} (exit 1)")
+        f"raydist: 2 of 2 jobs failed: {base / job.format(n=1)} (exit 1), {base / job.format(n=2)} (exit 1)")
+
+
+def test_a_multirun_sweep_with_one_bad_job_runs_none(tmp_path):
+    """A bad setting in the second job (exit 2) is found before the first job starts: nothing runs."""
+    cmd = command(tmp_path, "http://127.0.0.1:9/v1", "evaluation.models=[]", "evaluation.n=2,0")
+    cmd.insert(cmd.index("raydist.launch_problems") + 1, "--multirun")
+    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
+    assert res.returncode == 2, res.stderr[-3000:]
+    assert "raydist: error: evaluation.n=0: give a whole number of at least 1" in res.stderr
+    assert "generation:" not in res.stdout
+    assert not (tmp_path / "problems").exists()
