@@ -57,7 +57,9 @@ def owner_label() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """True while a process ``pid`` exists on this host (``kill(pid, 0)``; one of another user
+    counts); a zombie counts as alive here (``raydist.sandbox.reaper`` tells those apart)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -72,7 +74,7 @@ def _is_orphan(owner: str, host: str) -> bool:
     # Liveness can only be judged on this host; other hosts sweep their own containers.
     if owner_host != host or not pid.isdigit():
         return False
-    return not _pid_alive(int(pid))
+    return not pid_alive(int(pid))
 
 
 def sweep_orphans(client: docker.DockerClient) -> int:

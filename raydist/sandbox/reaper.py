@@ -41,7 +41,7 @@ from pathlib import Path
 import docker
 from docker.errors import APIError, DockerException, NotFound
 
-from raydist.sandbox.engine import OWNER_LABEL, connect, owner_label
+from raydist.sandbox.engine import OWNER_LABEL, connect, owner_label, pid_alive
 
 POLL = 1.0  # seconds between two checks of the owner
 IDLE = 5.0  # seconds without a container of the owner before a reaper leaves
@@ -105,12 +105,8 @@ def reaped(address: str) -> Iterator[None]:
 
 def _alive(pid: int) -> bool:
     """True while ``pid`` runs; a zombie (dead, not yet waited for) counts as dead."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if not pid_alive(pid):
         return False
-    except PermissionError:
-        pass
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
