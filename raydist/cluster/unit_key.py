@@ -5,8 +5,9 @@ a unit's key hashes (``unit_config``, the preparation marks of ``plan_units``) a
 A run unit is one (instance, model, agent, level, seed, attempt). Its key hashes everything that
 determines its outcome: the instance's content, the model (for a served model, its server
 command and the sha256 of its weights), the agent's settings and prompt files' contents, the
-level, the seed, the view options, the sandbox's limits, network and base image, and the
-grading timeout (``unit_config_hash``), and the attempt (``attempts=k`` runs each view k times;
+level, the seed, the view options, the sandbox's limits, network and base image, the
+grading timeout and the grading environment (``raydist.grading.environment``;
+``unit_config_hash``), and the attempt (``attempts=k`` runs each view k times;
 attempt 0 hashes as a unit did before attempts existed, so ``attempts=3`` after a launch with one
 attempt finds its rows and runs only attempts 1 and 2). Re-running the same command therefore finds the same keys,
 which is what makes resuming exact; changing a setting that matters yields new keys, so a
@@ -68,7 +69,7 @@ def unit_config(agent: str, agent_settings: Mapping, view_options: Mapping,
     as the plain data its key hashes: the agent's settings (limits, decoding, prompt folder;
     not ``KEYLESS_AGENT_SETTINGS``), the view options (not the view-model timing options,
     ``raydist.views.base.TIMING_OPTIONS``) and ``environment``: what the launch adds, e.g.
-    ``{"sandbox": {"limits", "network", "base_image"}, "grading_timeout_s", "prompts"`` (the
+    ``{"sandbox": {"limits", "network", "base_image"}, "grading_timeout_s", "grading_env", "prompts"`` (the
     prompt files' digest) ``, "model_server"`` (command and weights' sha256)``}``
     (``raydist.driver.plan``). Concurrency, output and cache paths are no part of it: they
     change where and how fast, never what."""

@@ -24,6 +24,7 @@ from raydist.cluster.unit import UnitSettings
 from raydist.cluster.unit_key import SCRIPTED_AGENTS, RunUnit, UnitPlan, plan_units
 from raydist.driver.benchmark import load_benchmark
 from raydist.driver.config import ConfigError, LaunchConfig
+from raydist.grading.environment import GRADING_ENV
 from raydist.tasks import MalformedInstance
 
 
@@ -75,7 +76,7 @@ def _plan(cfg: LaunchConfig, run_dir: Path) -> Job:
     # Everything besides the agent's own settings that can change a unit's result.
     environment = {"sandbox": {"limits": asdict(sandbox.limits), "network": sandbox.network,
                                "base_image": sandbox.base_image},
-                   "grading_timeout_s": float(sandbox.grading_timeout_s)}
+                   "grading_timeout_s": float(sandbox.grading_timeout_s), "grading_env": dict(GRADING_ENV)}
     # Scripted agents use no prompt and no model; question units are judged all the same.
     scripted_environment = {**environment, **({"judge": models.judge_key} if models.judge_key else {})}
     view_options = asdict(cfg.view)  # the unit key leaves out its keyless fields (unit_config_hash)

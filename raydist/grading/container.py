@@ -25,6 +25,7 @@ import tarfile
 import docker
 
 from raydist.grading.apply import ApplyResult, apply_patch
+from raydist.grading.environment import GRADING_ENV
 from raydist.grading.guard import check_guard, guard_statuses, parse_guard
 from raydist.grading.infra import infra_changes, infra_kind, packaging_changes
 from raydist.grading.junit import (
@@ -66,7 +67,8 @@ class ContainerRunner:
 def grade(client: docker.DockerClient, instance, image_tag: str, model_patch: str, *,
           timeout: float, limits: Limits | None = None) -> TestRun:
     """Grade ``model_patch`` (a unified diff in original coordinates) for ``instance`` in a
-    fresh container from ``image_tag``; ``timeout`` bounds the test run, in seconds.
+    fresh container from ``image_tag``; ``timeout`` bounds the test run, in seconds. The test
+    command runs under ``raydist.grading.environment.GRADING_ENV`` (TZ, hash seed, locale pinned).
 
     ``instance`` provides ``instance_id, test_patch, test_cmd, FAIL_TO_PASS, PASS_TO_PASS``.
     A patch that does not apply, a test patch that does not apply and a test timeout are
@@ -101,12 +103,12 @@ def grade(client: docker.DockerClient, instance, image_tag: str, model_patch: st
                     f"the grading container of {instance.instance_id!r} cannot run the tests as an unprivileged "
                     f"user (needs root with CAP_CHOWN/CAP_SETUID and setpriv): {setup.output[-500:]}",
                     cause="grading_sandbox")
-            run = box.exec(run_script(instance.test_cmd, token), timeout=timeout)
+            run = box.exec(run_script(instance.test_cmd, token), timeout=timeout, env=dict(GRADING_ENV))
             copies = [report_path(token).lstrip("/"), guard_record_path(token).lstrip("/")]
             read = box.read_files(copies, root="/")
             xml, record = (read[c] or b"" for c in copies)  # no copy at all: no document
         else:
-            run, xml, record = box.exec(instance.test_cmd, timeout=timeout), None, None
+            run, xml, record = box.exec(instance.test_cmd, timeout=timeout, env=dict(GRADING_ENV)), None, None
     log = f"{_section('model patch: ' + model.method, model.output)}{_section('tests', run.output)}"
     return _graded(instance, model, run, (xml, record), log, timeout, infra)
 

@@ -5,7 +5,8 @@ builder uses) with its ``injected_patch``, ``test_patch`` and the patch under te
 ``git apply`` (``raydist.grading.apply.apply_on_host``); the test command runs with a virtualenv
 holding the recipe's pins first on ``PATH`` (one virtualenv per distinct pin set, made once
 under ``work``), ``PYTHONPATH`` cleared and bytecode never written (a mutation may keep a
-file's size and land within the same second, and Python would then trust a stale ``.pyc``).
+file's size and land within the same second, and Python would then trust a stale ``.pyc``), under
+``raydist.grading.environment.GRADING_ENV`` (TZ, hash seed and locale pinned).
 Per-test statuses come from the log, by the parser swebench uses for the instance
 (``raydist.grading.rules.parse_test_log``), channel ``host``.
 """
@@ -21,6 +22,7 @@ import time
 from pathlib import Path
 
 from raydist.grading.apply import apply_on_host
+from raydist.grading.environment import GRADING_ENV
 from raydist.grading.rules import MISSING, is_resolved, parse_test_log, statuses_of
 from raydist.grading.testrun import TestRun
 from raydist.sandbox.sources import fetch_sdist, unpack_sdist
@@ -109,7 +111,8 @@ class HostRunner:
 
 
 def _env(venv: Path) -> dict[str, str]:
-    env = dict(os.environ, PATH=f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}", PYTHONDONTWRITEBYTECODE="1")
+    env = dict(os.environ, **GRADING_ENV, PATH=f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
+               PYTHONDONTWRITEBYTECODE="1")
     env.pop("PYTHONPATH", None)  # the library under test comes from the tree, never from raydist's path
     return env
 

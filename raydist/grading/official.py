@@ -19,6 +19,7 @@ import docker
 
 from raydist.grading.apply import apply_patch
 from raydist.grading.container import ContainerRunner, _section, _stopped, _tail
+from raydist.grading.environment import GRADING_ENV
 from raydist.grading.rules import MISSING, statuses_of
 from raydist.grading.testrun import TestRun
 from raydist.sandbox import Limits, Sandbox
@@ -50,7 +51,8 @@ def grade_official(client: docker.DockerClient, instance, image_tag: str, model_
                    timeout: float, limits: Limits | None = None) -> TestRun:
     """Grade ``model_patch`` (a unified diff in original coordinates) for the official row
     ``instance`` in a fresh container of ``image_tag``; ``timeout`` bounds the eval script, in
-    seconds. Returns a ``TestRun`` with ``channel="official"``: ``tests`` is the
+    seconds; the eval script runs under ``raydist.grading.environment.GRADING_ENV``. Returns a
+    ``TestRun`` with ``channel="official"``: ``tests`` is the
     parser's status map, each FAIL_TO_PASS / PASS_TO_PASS id's status (``MISSING`` when the log
     does not report it), ``resolved`` is ``get_eval_report``'s. A patch that does not apply, a
     log without markers (the eval script stopped early) and a timeout are outcomes
@@ -68,7 +70,7 @@ def grade_official(client: docker.DockerClient, instance, image_tag: str, model_
                             f"patch does not apply: {instance.instance_id}: {_tail(model.output)}", "official",
                             cause="patch_does_not_apply")
         box.write_files({"eval.sh": spec.eval_script}, root="/")
-        run = box.exec("/bin/bash /eval.sh", timeout=timeout, cwd="/testbed")
+        run = box.exec("/bin/bash /eval.sh", timeout=timeout, cwd="/testbed", env=dict(GRADING_ENV))
     output = run.output + (f"\n\nTimeout error: {timeout:g} seconds exceeded." if run.timed_out else "")
     with tempfile.TemporaryDirectory(prefix="raydist-official-") as tmp:
         path = Path(tmp) / "test_output.txt"
