@@ -105,3 +105,26 @@ def test_the_host_runner_runs_tests_under_the_grading_environment(tmp_path, monk
     run = HostRunner(tmp_path / "work").run_in(tmp_path / "tree", ("pip",), f'python -c "{show}"')
     assert [line for line in run.log.splitlines() if line.startswith("ENV=")] == [
         "ENV=" + json.dumps(dict(GRADING_ENV), sort_keys=True)]
+
+
+# -- the problems pipeline's programs (pass@k checks) ----------------------------------------
+
+@pytest.fixture(scope="module")
+def programs(client):
+    from raydist.problems.execute import FIRST_UID, ExecLimits, ProgramRunner
+    from raydist.sandbox import base_image_tag
+
+    with ProgramRunner(client, base_image_tag(), limits=ExecLimits(cpu_seconds=4, wall_seconds=8),
+                       first_uid=FIRST_UID - 110) as pool:
+        yield pool
+
+
+@pytest.mark.docker
+def test_programs_run_under_the_grading_environment(programs):
+    checks = "".join(body for name, body in ENV_TESTS.items() if name != "test_environment")
+    program = ("import json, locale, os, time, sys\n"
+               f"seen = {{n: os.environ.get(n) for n in {NAMES!r}}}\n"
+               "assert sys.flags.hash_randomization == 0\n"
+               f"assert seen == {dict(GRADING_ENV)!r}, seen\n" + checks.replace("    assert", "assert"))
+    results = programs.run_many([program, program])
+    assert [(r.status, r.passed) for r in results] == [("passed", True)] * 2, results[0].output_tail

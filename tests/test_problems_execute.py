@@ -195,7 +195,7 @@ def test_program_writes_only_its_own_directory_and_its_files_are_gone_next_time(
 
 def test_program_runs_isolated_as_the_unprivileged_user(runner):
     program = (f"import os, sys\nassert os.getuid() == os.getgid() == {OWN_UID}\nassert os.getgroups() == []\n"
-               "assert sys.flags.isolated and sys.flags.dont_write_bytecode\n"
+               "assert sys.flags.no_user_site and sys.flags.safe_path and sys.flags.dont_write_bytecode\n"
                "assert not any(k.startswith('RAYDIST') for k in os.environ)\n")
     result = runner.run(program)
     assert result.passed, result.output_tail

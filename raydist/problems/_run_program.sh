@@ -20,6 +20,8 @@ umask 077
 uid=$1 wall=$2 cpu=$3 as=$4 nproc=$5 fsize=$6 keep=$7 count=$8
 mark=$RAYDIST_MARK
 unset RAYDIST_MARK
+# The grading environment the exec was given (raydist.grading.environment.GRADING_ENV).
+grading_env=(TZ="$TZ" PYTHONHASHSEED="$PYTHONHASHSEED" LC_ALL="$LC_ALL" LANG="$LANG")
 home=/tmp/program work=/tmp/harness incoming=/opt/raydist/incoming
 out=$work/out times=$work/times proof=$work/proof
 TIMEFORMAT='%R %U %S'
@@ -60,13 +62,16 @@ run_one() {
     cd "$home" || return 1
     # prlimit sets the limits, setpriv drops to the program's uid for good (no supplementary
     # groups, no gaining privileges through setuid binaries), env -i passes nothing of this
-    # environment on. timeout TERMs the process group at WALL_S and KILLs it 1 s later; the
-    # CPU limit sends SIGXCPU at CPU_S and SIGKILL one CPU second later.
+    # environment on but the grading environment (raydist.grading.environment: TZ, the hash
+    # seed, the locale). Python runs as -I does but reads PYTHONHASHSEED: env -i leaves it the
+    # only PYTHON* variable, -s drops the user site, -P the script's directory. timeout TERMs
+    # the process group at WALL_S and KILLs it 1 s later; the CPU limit sends SIGXCPU at CPU_S
+    # and SIGKILL one CPU second later.
     { time timeout -k 1 "$wall" \
         prlimit --cpu="$cpu:$((cpu + 1))" --as="$as" --nproc="$nproc" --fsize="$fsize" --core=0 -- \
         setpriv --reuid="$uid" --regid="$uid" --clear-groups --no-new-privs -- \
-        env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$home" TMPDIR="$home" LANG=C.UTF-8 \
-        python3 -I -B /opt/raydist/program_runner.py "$home/program.py" \
+        env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$home" TMPDIR="$home" "${grading_env[@]}" \
+        python3 -s -P -B /opt/raydist/program_runner.py "$home/program.py" \
         <<<"${secrets[i]}" >"$out" 2>&1 3>"$proof" 4<"$work/$i.json"
     } 2>"$times"
     rc=$?

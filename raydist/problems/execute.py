@@ -16,7 +16,9 @@ one of them:
   one uid per slot because RLIMIT_NPROC counts a uid's processes across all containers of
   the host), so the program can write only its own temporary directory;
 * under ``prlimit`` rlimits (see :class:`ExecLimits`) and a wall-clock ``timeout``;
-* as ``python3 -I -B`` (no environment variables, user site or bytecode files) with an audit
+* as ``python3 -s -P -B`` under ``env -i`` (no environment but the grading environment,
+  ``raydist.grading.environment``: TZ=UTC, PYTHONHASHSEED=0, C.UTF-8; no user site, script
+  directory or bytecode files; as ``-I`` but with the hash seed read) with an audit
   hook that ends the program at its first socket or process start: benchmark programs need
   neither, and a fork bomb or network probe becomes a clear ``error`` (``_program_runner.py``
   says what is blocked and why the hook is a tripwire, not the boundary);
@@ -43,6 +45,7 @@ from typing import Literal
 import docker
 from docker.errors import DockerException
 
+from raydist.grading.environment import GRADING_ENV
 from raydist.problems._program_runner import EXIT_BLOCKED, EXIT_LIMIT, EXIT_MEMORY
 from raydist.problems.program import Program, assert_sites
 from raydist.sandbox import Limits, Sandbox
@@ -59,7 +62,8 @@ SLACK_SECONDS = 5.0  # set-up and clean-up time allowed per program, on top of i
 MAX_BATCH = 8  # programs per exec: one Docker exec costs about as much as running one program
 MAX_ENV_BYTES = 96_000  # a larger program travels as a file (Linux caps one variable at 128 KiB)
 MAX_BATCH_ENV_BYTES = 512_000  # all programs of a batch in the environment (ARG_MAX is ~2 MiB)
-SELF_CHECK = "import os, sys\nassert __name__ == '__main__' and sys.flags.isolated and os.getuid() != 0\n"
+SELF_CHECK = ("import os, sys\nassert __name__ == '__main__' and sys.flags.safe_path and sys.flags.no_user_site "
+              "and os.getuid() != 0\n")
 _STATUS = re.compile(r"rc=(\d+) real=([\d.]+) user=([\d.]+) sys=([\d.]+) oom=(-?\d+) left=(\d+) proof=([0-9a-f:]*)\n")
 _FILES = Path(__file__).parent
 
@@ -234,7 +238,7 @@ class ProgramRunner:
         """One exec of ``_run_program.sh``: per program its result or None, and what went
         wrong with the sandbox ("" when nothing did)."""
         limits, token = self.limits, secrets.token_hex(8)
-        env, files, env_bytes, proofs = {"RAYDIST_MARK": token}, {}, 0, []
+        env, files, env_bytes, proofs = {**GRADING_ENV, "RAYDIST_MARK": token}, {}, 0, []
         for index, program in enumerate(programs):
             secret = secrets.token_hex(16)
             env[f"RAYDIST_SECRET_{index}"] = secret
