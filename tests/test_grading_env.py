@@ -128,3 +128,13 @@ def test_programs_run_under_the_grading_environment(programs):
                f"assert seen == {dict(GRADING_ENV)!r}, seen\n" + checks.replace("    assert", "assert"))
     results = programs.run_many([program, program])
     assert [(r.status, r.passed) for r in results] == [("passed", True)] * 2, results[0].output_tail
+
+
+def test_a_canonical_check_made_under_another_environment_is_not_reused(monkeypatch):
+    from raydist.problems import phases
+    from raydist.problems.generate import Variant
+
+    variant = Variant("v1", "A", "humaneval", 0, "gen", "x", prompt="p", accepted=True, tests=("assert f()",))
+    pinned = phases._check_digest(variant)
+    monkeypatch.setattr(phases, "GRADING_ENV", HOST_LIKE)
+    assert phases._check_digest(variant) != pinned

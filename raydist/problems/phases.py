@@ -22,6 +22,7 @@ from raydist._util.files import atomic_write_json
 from raydist._util.hashing import stable_hash
 from raydist.cluster.cache_host import host_cache
 from raydist.cluster.serving import serve_model
+from raydist.grading.environment import GRADING_ENV
 from raydist.problems.agents import load_dyc_prompts, propose_scenarios
 from raydist.problems.evaluate import Item
 from raydist.problems.generate import Variant, variant_id
@@ -171,9 +172,10 @@ def validate(job: ProblemsJob, generated: Generated, image: str | None, *, run: 
 
 
 def _check_digest(variant: Variant) -> str:
-    """What a canonical check depends on: the variant's prompt, tests and canonical solution."""
+    """What a canonical check depends on: the variant's prompt, tests and canonical solution,
+    and the environment programs run under (``raydist.grading.environment``)."""
     return stable_hash([variant.prompt, variant.entry_point, list(variant.tests), variant.test_setup,
-                        variant.canonical_solution], 16)
+                        variant.canonical_solution, dict(GRADING_ENV)], 16)
 
 
 def execute(job: ProblemsJob, seed_set: Seeds, validated: Validated, image: str | None, *,
