@@ -11,6 +11,7 @@
     raydist tasks build --libraries ...        fresh instances: bugs injected into recent PyPI releases
     raydist view INSTANCE --level L --seed S --out DIR   one view as the agent sees it, no agent run
     raydist audit-tests [--benchmark NAME] [--seeds N]   do the tests reject correct (rewritten) fixes?
+    raydist images [prune --keep-gb N [--dry-run]]       raydist's images: bytes, last use; remove the LRU
 
 ``run``, ``problems``, ``probe``, ``plan`` and ``config show`` replace this process with the Hydra entry
 (``os.execv``), so every override and flag (``--multirun``, ``--cfg``, ``hydra.run.dir=...``)
@@ -27,7 +28,7 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
-from raydist import build_tasks
+from raydist import build_tasks, images_command
 from raydist.results.export import ExportError, export_swebench
 from raydist.results.out_paths import OutPathError, check_out_dir
 from raydist.results.report import report_main
@@ -264,6 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     card.add_argument("--naming-contracts", action="append", default=[], metavar="FILE",
                       help="a naming-contract record of the instance set (repeatable)")
     build_tasks.add_parser(sub)
+    images_command.add_parser(sub)
     return parser
 
 
@@ -273,7 +275,7 @@ def command(argv: Sequence[str]) -> tuple[list[str] | None, argparse.Namespace]:
     The exec argv is ``[sys.executable, "-m", <entry module>, *hydra args]`` for ``run``,
     ``problems``, ``probe``, ``plan`` (``dry_run=true`` first) and ``config show`` (``--cfg job --resolve``
     first, a ``--resolve`` of the user's dropped);
-    None for ``report``, ``export``, ``tasks`` and ``view``, which run in this process (``view``'s
+    None for ``report``, ``export``, ``tasks``, ``images`` and ``view``, which run in this process (``view``'s
     extras are its Hydra overrides: ``args.overrides``). Raises ``SystemExit(2)``
     (argparse's usage error) for an unknown command or an extra argument to ``report`` or ``export``, and
     ``SystemExit(0)`` after printing ``--help``."""
@@ -281,7 +283,7 @@ def command(argv: Sequence[str]) -> tuple[list[str] | None, argparse.Namespace]:
     args, extra = parser.parse_known_args(list(argv))
     if args.command in ("view", "audit-tests"):
         return None, argparse.Namespace(**vars(args), overrides=extra)
-    if args.command in ("report", "export", "tasks"):
+    if args.command in ("report", "export", "tasks", "images"):
         if extra:
             parser.error(f"{args.command} takes no Hydra overrides: {' '.join(extra)}")
         return None, args
@@ -358,6 +360,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     exec_argv, args = command(sys.argv[1:] if argv is None else argv)
     if exec_argv is None and args.command == "tasks":
         return build_tasks.main(args)
+    if exec_argv is None and args.command == "images":
+        return images_command.images_main(args)
     if exec_argv is None and args.command == "export":
         return export_main(args)
     if exec_argv is None and args.command == "audit-tests":

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from raydist.cluster.failures import Failure, error_row
 from raydist.cluster.job import Job
 from raydist.cluster.prepare import describe_record, preparation_tasks, prepared_of
+from raydist.cluster.run_images import Before, images_record
 from raydist.cluster.scheduler import (
     ClusterTooSmall,
     UnitProgress,
@@ -284,12 +285,15 @@ def units(job: Job, ready: Runnable, settings: UnitSettings, servers: ModelServe
 class Executed:
     """What ``execute_job`` did: the gate's ``verdict`` (None: not gated or nothing ran), what
     the units phase ``ran`` (None: no unit was runnable or nothing ran), what the model calls
-    spent (``spending``; None when nothing ran) and whether SIGTERM or Ctrl-C ``interrupted`` it."""
+    spent (``spending``; None when nothing ran), whether SIGTERM or Ctrl-C ``interrupted`` it and
+    the launch's ``images`` (``raydist.cluster.run_images.images_record``; None when the engine did
+    not answer at the end)."""
 
     verdict: GateResult | None = None
     ran: Ran | None = None
     spending: Spending | None = None
     interrupted: bool = False
+    images: dict | None = None
 
 
 def execute_job(job: Job, store, gate_store=None, *, execute: Callable[..., dict] | None = None) -> Executed:
@@ -308,18 +312,33 @@ def execute_job(job: Job, store, gate_store=None, *, execute: Callable[..., dict
     print(f"{job.title}: {len(job.units)} units planned, {todo.finished_before} finished before, "
           f"{len(todo.units)} to run; results in {job.run_dir}", flush=True)
     client, base_image = _docker(job)
+    before = Before(client)
     if not todo.units:
-        return Executed()
+        return Executed(images=_images(client, job, base_image, before))
     signal.signal(signal.SIGTERM, raise_interrupt)
     try:
-        return _run_phases(job, todo, base_image, store, gate_store, execute)
+        done = _run_phases(job, todo, base_image, store, gate_store, execute)
     except KeyboardInterrupt:
         print("\ninterrupted: finished rows are kept; run the same command again to resume", file=sys.stderr,
               flush=True)
-        return Executed(interrupted=True)
+        done = Executed(interrupted=True)
     finally:
         _shutdown_ray()
         _sweep_at_end(client)
+    return replace(done, images=_images(client, job, base_image, before))
+
+
+def _images(client, job: Job, base_image: str, before: Before) -> dict | None:
+    """The launch's image record, or None (said on stderr) when the engine does not answer now:
+    the rows are written and the tables still to compile."""
+    try:
+        return images_record(client, job, base_image, before)
+    except Exception as exc:
+        if classify_exception(exc)[1] != "docker":
+            raise
+        print(f"the Docker daemon did not answer when the launch's images were measured ({type(exc).__name__}); "
+              "images.json is not written", file=sys.stderr, flush=True)
+        return None
 
 
 def _run_phases(job: Job, todo: Pending, base_image: str, store, gate_store,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from raydist._util.files import atomic_write_text
+from raydist._util.files import atomic_write_json, atomic_write_text
 from raydist._util.run_dirs import write_record
 from raydist._util.storage import StorageCopyError, StorageError, mirrored, open_storage
 from raydist.cluster.execute import ClusterRefused, execute_job
@@ -22,12 +22,15 @@ from raydist.driver.report import compile_tables, exit_status, report
 from raydist.outcomes import InfrastructureError, classify_exception
 from raydist.results import ResultStore, RunDirBusy, run_dir_lock
 from raydist.results.budget import BUDGET_FILE
+from raydist.sandbox.image_ledger import stamp
 
 
 def run_job(job: Job, *, execute: Callable[..., dict] | None = None, record: Mapping[str, str] | None = None) -> int:
     """Run the units of ``job`` that are not finished yet, then write ``gate.json`` (the
     validity gate's verdict, when it ran), ``runs.parquet``, ``steps.parquet``, ``preds/`` and
-    ``summary.md`` in ``job.run_dir``, print the
+    ``summary.md`` in ``job.run_dir``, ``images.json`` (``raydist.cluster.run_images``: the images the
+    launch used, built or pulled, and their bytes on the node) with each image stamped in the ledger
+    under ``cache_dir`` (``raydist.sandbox.image_ledger``), print the
     summary and return the exit status (``raydist.driver.report.exit_status``: 0, 1, 3 or 130),
     and ``budget.json`` (``raydist.results.budget.Spending``): what the model calls spent and
     the units ``job.budget`` kept from starting.
@@ -75,6 +78,10 @@ def run_job(job: Job, *, execute: Callable[..., dict] | None = None, record: Map
                     done.spending.write(job.run_dir)
                 elif (job.run_dir / BUDGET_FILE).exists():
                     (job.run_dir / BUDGET_FILE).unlink()  # nothing ran: an earlier launch's record no longer applies
+                if done.images is not None:  # what the launch's images take (raydist.sandbox.footprint)
+                    atomic_write_json(job.run_dir / "images.json", done.images, indent=1)
+                    stamp(job.settings.cache_dir, done.images["images"], when=done.images["started"],
+                          launch=str(job.run_dir))
                 atomic_write_text(job.run_dir / "summary.md", text)
                 print(text, flush=True)
                 return status
