@@ -15,6 +15,7 @@ import math
 import os
 import sys
 import time
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 DEFAULT_CACHE = "RAYDIST_CACHE_DIR, else ~/.cache/raydist"
@@ -26,7 +27,7 @@ def add_parser(sub) -> None:
     fmt = argparse.RawDescriptionHelpFormatter
     images = sub.add_parser(
         "images", allow_abbrev=False, formatter_class=fmt, usage="raydist images [prune --keep-gb N [--dry-run]] "
-        "[--cache-dir DIR] [--docker-host URL] [--json]",
+        "[--cache-dir DIR] [--docker-host URL] [--match GLOB] [--json]",
         help="List raydist's images on this node (size, shared bytes, last use, launches); prune the least "
              "recently used.",
         description="List raydist's images on this node: tag, id, size, the bytes it shares with another listed "
@@ -54,6 +55,8 @@ def _common(parser: argparse.ArgumentParser, suppress: bool = False) -> None:
                         help=f"the launches' cache_dir, where the ledger is ({DEFAULT_CACHE})")
     parser.add_argument("--docker-host", metavar="URL", default=default,
                         help="the engine's address (sandbox.docker_host; default DOCKER_HOST or the local socket)")
+    parser.add_argument("--match", metavar="GLOB", default=default,
+                        help="only images with a tag matching GLOB (fnmatch), e.g. 'raydist/instance:*'")
     parser.add_argument("--json", action="store_true", default=default if suppress else False,
                         help="print JSON (exact bytes) instead of the table")
 
@@ -66,7 +69,7 @@ def keep_bytes(text: str) -> int:
         value = math.nan
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"--keep-gb {text!r} is not a size: give a number of GB >= 0, e.g. --keep-gb 30")
-    return int(value * GB)
+    return round(value * GB)
 
 
 def images_main(args: argparse.Namespace) -> int:
@@ -77,7 +80,7 @@ def images_main(args: argparse.Namespace) -> int:
         print(f"raydist: error: {exc}", file=sys.stderr)
         return 2
     from raydist.sandbox import SandboxUnavailable, connect  # deferred: docker
-    from raydist.sandbox.image_ledger import read_ledger
+    from raydist.sandbox.image_ledger import read_ledger  # deferred: docker
 
     cache_dir = args.cache_dir or os.environ.get("RAYDIST_CACHE_DIR") or str(Path.home() / ".cache" / "raydist")
     try:
@@ -86,7 +89,8 @@ def images_main(args: argparse.Namespace) -> int:
     except (SandboxUnavailable, ValueError) as exc:
         print(f"raydist: error: {exc}", file=sys.stderr)
         return 1
-    images = _raydist_images(client, ledger)
+    images = [i for i in _raydist_images(client, ledger)
+              if args.match is None or any(fnmatchcase(tag, args.match) for tag in i.tags)]
     if keep is not None:
         return _prune(client, images, ledger, keep, dry_run=args.dry_run)
     _list(images, ledger, as_json=args.json)
@@ -138,8 +142,9 @@ def _prune(client, images: list, ledger: dict, keep: int, *, dry_run: bool) -> i
     by_id = {i.id: i for i in images}
     for image_id in chosen:
         image = by_id[image_id]
+        when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(_last_use(image, ledger)))
         print(f"{'would remove' if dry_run else 'removing'} {' '.join(image.tags) or image.id} "
-              f"({_size(image.size)}, last used {time.strftime('%Y-%m-%d %H:%M', time.gmtime(_last_use(image, ledger)))})")
+              f"({_size(image.size)}, last used {when})")
         if not dry_run:
             try:
                 remove(client, image)

@@ -8,7 +8,7 @@ other nodes' engines build their own copies, which this record does not count.
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from raydist.cluster.job import Job
 from raydist.grading.official import has_eval_script
@@ -44,5 +44,5 @@ def images_record(client, job: Job, base_image: str, before: Before) -> dict:
     """The launch's ``images.json``: ``raydist.sandbox.footprint.run_record`` of ``image_tags``
     against ``before``, with ``started`` (Unix seconds) and ``started_utc`` (ISO 8601)."""
     record = run_record(client, image_tags(job, base_image), before.layers)
-    when = datetime.fromtimestamp(before.started, timezone.utc).isoformat(timespec="seconds")
+    when = datetime.fromtimestamp(before.started, UTC).isoformat(timespec="seconds")
     return {"started": before.started, "started_utc": when, **record}

@@ -130,7 +130,8 @@ def inspect(client, ref: str) -> ImageInfo | None:
 
 def _info(client, attrs: Mapping) -> ImageInfo:
     diff_ids = list((attrs.get("RootFS") or {}).get("Layers") or [])
-    history = [(int(h.get("Size") or 0), str(h.get("CreatedBy") or "")) for h in reversed(client.api.history(attrs["Id"]))]
+    entries = reversed(client.api.history(attrs["Id"]))  # newest first from the engine
+    history = [(int(h.get("Size") or 0), str(h.get("CreatedBy") or "")) for h in entries]
     sizes = layer_sizes(history, len(diff_ids))
     layers = tuple(Layer(chain, size) for chain, size in zip(chain_ids(diff_ids), sizes, strict=True))
     return ImageInfo(attrs["Id"], tuple(attrs.get("RepoTags") or ()), layers, int(attrs.get("Size") or 0),

@@ -37,7 +37,8 @@ def read_ledger(cache_dir: str | Path) -> dict[str, dict]:
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path} is not an image ledger ({exc}); move it away and the next launch starts a new one")
+        raise ValueError(f"{path} is not an image ledger ({exc}); move it away and the next launch starts a "
+                         "new one") from exc
     images = data.get("images") if isinstance(data, dict) else None
     if not isinstance(images, dict):
         raise ValueError(f"{path} is not an image ledger (no 'images' object); move it away and the next launch "
