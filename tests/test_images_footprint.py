@@ -55,6 +55,11 @@ def test_layer_sizes_skip_metadata_entries_and_keep_a_zero_size_run():
     assert layer_sizes(history, 3) == [1000, 0, 500]
 
 
+def test_a_metadata_entry_between_layers_does_not_shift_the_sizes_after_it():
+    history = [(1000, "ADD rootfs"), (0, "ENV A=1"), (0, "RUN /bin/sh -c true"), (500, "RUN make"), (0, "CMD [\"x\"]")]
+    assert layer_sizes(history, 3) == [1000, 0, 500]
+
+
 def test_layer_sizes_take_zero_entries_from_the_base_up_when_the_count_differs():
     # a commit's history entry has no instruction: counted as a layer; one too many -> the first zero dropped
     assert layer_sizes([(10, "x"), (0, ""), (0, ""), (7, "y")], 3) == [10, 0, 7]
@@ -93,9 +98,10 @@ def test_stamp_moves_last_use_forward_and_keeps_origin_and_launches(tmp_path):
     stamp(tmp_path, [{"tag": "raydist/instance:k", "id": "sha256:1", "new": False},
                      {"tag": "swebench/x:latest", "id": "sha256:2", "new": False}], when=100.0, launch="runs/b")
     stamp(tmp_path, [{"tag": "raydist/instance:k", "id": "sha256:1", "new": False}], when=300.0, launch="runs/a")
+    stamp(tmp_path, [{"tag": "raydist/instance:k", "id": "sha256:1", "new": False}], when=250.0, launch="runs/c")
     assert read_ledger(tmp_path) == {
         "sha256:1": {"tags": ["raydist/instance:k"], "last_use": 300.0, "origin": "built",
-                     "launches": ["runs/b", "runs/a"]},
+                     "launches": ["runs/b", "runs/a", "runs/c"]},
         "sha256:2": {"tags": ["swebench/x:latest"], "last_use": 100.0, "origin": "present", "launches": ["runs/b"]},
     }
 
@@ -192,7 +198,8 @@ def test_images_lists_the_matched_images_with_last_use_and_launches(client, buil
 
 @pytest.mark.parametrize("bad", ["-1", "ten", "nan", "inf"])
 def test_a_bad_keep_gb_exits_2_with_one_line(bad, tmp_path):
-    done = _cli("prune", "--keep-gb", bad, "--cache-dir", str(tmp_path))
+    # a dry run over no image: were the value let through, nothing on the node could be removed
+    done = _cli("prune", "--keep-gb", bad, "--dry-run", "--match", "raydist/none-such:*", "--cache-dir", str(tmp_path))
     assert done.returncode == 2
     assert done.stderr == (f"raydist: error: --keep-gb {bad!r} is not a size: give a number of GB >= 0, "
                            "e.g. --keep-gb 30\n")
