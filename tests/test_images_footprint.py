@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import subprocess
 import sys
 import uuid
@@ -234,3 +235,21 @@ def test_prune_removes_the_least_recently_used_and_keeps_one_in_use(client, buil
         assert inspect(client, tags["two"]) is not None
     finally:
         box.remove(force=True)
+
+
+def test_a_launch_records_its_images_and_stamps_them_in_the_ledger(client, builtin_launch):
+    from raydist.driver.benchmark import load_benchmark
+    from raydist.sandbox.images import instance_tag
+
+    run_dir = builtin_launch.oracle.run_dir
+    record = json.loads((run_dir / "images.json").read_text())
+    expected = sorted({base_image_tag(), *(instance_tag(i.recipe) for i in load_benchmark({"source": "builtin"}))})
+    assert [i["tag"] for i in record["images"]] == expected and record["missing"] == []
+    infos = [inspect(client, tag) for tag in expected]
+    assert [i["id"] for i in record["images"]] == [i.id for i in infos]
+    assert record["bytes_used"] == sum(i.size for i in infos)
+    assert record["bytes_on_node"] == union_bytes(infos) < record["bytes_used"]
+    ledger = read_ledger(os.environ.get("RAYDIST_CACHE_DIR") or Path.home() / ".cache" / "raydist")  # its cache_dir
+    for info in infos:
+        assert str(run_dir) in ledger[info.id]["launches"]
+        assert ledger[info.id]["last_use"] >= record["started"]
