@@ -59,7 +59,8 @@ def measure(client, name: str, source: str, base, *, build: bool, cache_dir: Pat
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build", action="store_true", help="build the missing instance images first")
-    parser.add_argument("--data-root", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
+    parser.add_argument("--data-root", default=os.environ.get("RAYDIST_DATA_ROOT")
+                        or str(Path(__file__).resolve().parents[2] / "shared" / "data"))
     parser.add_argument("--cache-dir", default=os.environ.get("RAYDIST_CACHE_DIR")
                         or str(Path.home() / ".cache" / "raydist"))
     args = parser.parse_args()
