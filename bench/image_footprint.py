@@ -49,11 +49,19 @@ def measure(client, name: str, source: str, base, *, build: bool, cache_dir: Pat
         print(f"{name}: 0 of {len(instances)} instance images on this node (--build builds them)")
         return None
     n = len(images)
-    together = union_bytes([base, *images])
-    return {"set": name, "instances": len(instances), "measured": n,
+    together = union_bytes(images)
+    # An instance image is its base image's layers plus its own. The base's layers are the first
+    # len(base.layers) of an image with the same base recipe label; a base rebuilt from the same
+    # recipe is new layers (debootstrap is not reproducible), so a set may sit on several builds.
+    k, recipe = len(base.layers), base.labels.get("raydist.recipe")
+    bases = {i.layers[k - 1].chain_id: sum(layer.size for layer in i.layers[:k]) for i in images
+             if i.labels.get("raydist.recipe") == recipe and len(i.layers) > k}
+    own = together - sum(bases.values())
+    return {"set": name, "instances": len(instances), "measured": n, "base_builds": len(bases),
+            "base_is_current": set(bases) == {base.layers[-1].chain_id},
             "full_per_instance": sum(i.size for i in images) / n,
-            "node_per_instance": together / n, "own_per_instance": (together - base.size) / n,
-            "at_500": base.size / VERIFIED + (together - base.size) / n}
+            "node_per_instance": together / n, "own_per_instance": own / n,
+            "at_500": base.size / VERIFIED + own / n}
 
 
 def main() -> None:
@@ -72,14 +80,17 @@ def main() -> None:
             if (row := measure(client, name, source.format(data=args.data_root), base, build=args.build,
                                cache_dir=Path(args.cache_dir)))]
     mb = 1e6
-    print(f"base image {base.tags[0]}: {base.size / mb:.1f} MB (shared by every instance image)")
+    print(f"base image {base.tags[0]}: {base.size / mb:.1f} MB")
+    for r in rows:
+        on = "the base tagged now" if r["base_is_current"] else "not only the base tagged now (a rebuilt base)"
+        print(f"{r['set']}: its images sit on {r['base_builds']} build(s) of the base, {on}")
     print(f"{'set':<18} {'images':>9} {'full/inst MB':>13} {'node/inst MB':>13} {'own/inst MB':>12} {'at 500 MB':>10}")
     for r in rows:
         print(f"{r['set']:<18} {r['measured']:>4}/{r['instances']:<4} {r['full_per_instance'] / mb:>13.1f} "
               f"{r['node_per_instance'] / mb:>13.1f} {r['own_per_instance'] / mb:>12.2f} {r['at_500'] / mb:>10.2f}")
-    print("full: each image counted in full; node: the set with the base, each layer once; "
-          "own: what an instance adds;\n"
-          "at 500: per instance of a 500-instance set like Verified (the base shared by 500, plus own)")
+    print("full: each image counted in full; node: the set's images, each layer once; "
+          "own: what an instance adds to its base;\n"
+          "at 500: per instance of a 500-instance set like Verified (one base shared by 500, plus own)")
     print("\nratio official/raydist bytes per instance (raydist at 500):")
     print(f"{'set':<18} " + " ".join(f"{k.split(' (')[0][:22]:>24}" for k in OFFICIAL))
     print(f"{'(official MB)':<18} " + " ".join(f"{v / mb:>24.1f}" for v in OFFICIAL.values()))
