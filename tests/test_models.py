@@ -219,6 +219,23 @@ def test_api_base_before_start_is_an_error():
         _ = ServerProcess(["x"]).api_base
 
 
+XEON_FLAGS = ("flags\t\t: fpu sse4_2 avx f16c fma bmi2 avx2 avx512f avx512dq avx512cd avx512bw avx512vl "
+              "avx512vbmi avx512_vnni avx512_bf16 avx_vnni amx_bf16 amx_tile amx_int8\n")
+
+
+def test_the_build_takes_the_cpus_instruction_sets_but_never_amx():
+    from raydist.models import llama_server
+
+    options = llama_server.cpu_options(XEON_FLAGS, "x86_64")
+    assert options == ["-DGGML_NATIVE=OFF", "-DGGML_SSE42=ON", "-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON",
+                       "-DGGML_F16C=ON", "-DGGML_BMI2=ON", "-DGGML_AVX_VNNI=ON", "-DGGML_AVX512=ON",
+                       "-DGGML_AVX512_VBMI=ON", "-DGGML_AVX512_VNNI=ON", "-DGGML_AVX512_BF16=ON"]
+    # AVX-512 needs all five of its flags; an older CPU gets AVX2 only
+    assert llama_server.cpu_options("flags : sse4_2 avx avx2 fma f16c avx512f\n", "x86_64") == [
+        "-DGGML_NATIVE=OFF", "-DGGML_SSE42=ON", "-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON"]
+    assert llama_server.cpu_options(XEON_FLAGS, "aarch64") == []
+
+
 def test_a_cached_llama_server_is_not_built_again_and_a_missing_cmake_is_named(tmp_path, monkeypatch):
     from raydist.models import llama_server
 
@@ -227,7 +244,8 @@ def test_a_cached_llama_server_is_not_built_again_and_a_missing_cmake_is_named(t
     with pytest.raises(RuntimeError, match="building llama-server needs cmake and a C\\+\\+ compiler"):
         llama_server.build()
     cached = llama_server.cache_dir() / "llama-server"
-    assert cached == tmp_path / "raydist" / "llama-server" / llama_server.LLAMA_CPP_PYTHON_VERSION / "llama-server"
+    assert cached.parent.parent == tmp_path / "raydist" / "llama-server"
+    assert cached.parent.name.startswith(llama_server.LLAMA_CPP_PYTHON_VERSION + "-")
     cached.parent.mkdir(parents=True)
     cached.write_text("#!/bin/sh\n")
     cached.chmod(0o755)

@@ -9,13 +9,14 @@ time in the model, and `bench/serving.py` measured the same requests 7.7x faster
 
 No wheel on PyPI ships the binary, so it is compiled once per machine from the llama.cpp sources
 vendored in the llama-cpp-python sdist of `LLAMA_CPP_PYTHON_VERSION` (downloaded by pip from
-PyPI, checked against `SDIST_SHA256`), and kept in `~/.cache/raydist/llama-server/<version>/`.
+PyPI, checked against `SDIST_SHA256`), and kept in `~/.cache/raydist/llama-server/<version>-<options>/`.
 `launch/setup.sh` does it; by hand: `python -m raydist.models.llama_server build`.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import shutil
 import subprocess
@@ -37,17 +38,53 @@ CMAKE_FLAGS = [
     "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DGGML_BUILD_TESTS=OFF",
     "-DGGML_BUILD_EXAMPLES=OFF",
 ]
+# x86 instruction sets compiled in when /proc/cpuinfo lists every flag of the entry. Not
+# `-march=native`: that also turns on AMX wherever the CPU advertises it, and a virtual machine can
+# advertise AMX without granting its tile state, where llama.cpp's AMX kernels die with SIGILL
+# on the first matrix product (seen on a Xeon guest). The rest are kept: AVX-512 matters here.
+X86_FEATURES = {
+    "GGML_SSE42": ("sse4_2",), "GGML_AVX": ("avx",), "GGML_AVX2": ("avx2",), "GGML_FMA": ("fma",),
+    "GGML_F16C": ("f16c",), "GGML_BMI2": ("bmi2",), "GGML_AVX_VNNI": ("avx_vnni",),
+    "GGML_AVX512": ("avx512f", "avx512cd", "avx512vl", "avx512dq", "avx512bw"),
+    "GGML_AVX512_VBMI": ("avx512vbmi",), "GGML_AVX512_VNNI": ("avx512_vnni",),
+    "GGML_AVX512_BF16": ("avx512_bf16",),
+}
 
 
 class LlamaServerMissing(FileNotFoundError):
     """No `llama-server` binary was found; the message says how to build one."""
 
 
+def cpu_options(cpuinfo: str | None = None, machine: str | None = None) -> list[str]:
+    """CMake options choosing the instruction sets of the build: on x86-64, `GGML_NATIVE=OFF` and
+    each `X86_FEATURES` entry whose flags all appear in `cpuinfo` (default: /proc/cpuinfo's first
+    `flags` line), never AMX; elsewhere none (llama.cpp's native detection).
+
+    Returns:
+        e.g. `["-DGGML_NATIVE=OFF", "-DGGML_SSE42=ON", "-DGGML_AVX=ON", ...]`.
+    """
+    machine = machine or os.uname().machine
+    if machine not in ("x86_64", "AMD64"):
+        return []
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            cpuinfo = ""
+    line = next((ln for ln in cpuinfo.splitlines() if ln.startswith("flags")), "")
+    flags = set(line.partition(":")[2].split())
+    on = [name for name, needs in X86_FEATURES.items() if flags.issuperset(needs)]
+    return ["-DGGML_NATIVE=OFF", *(f"-D{name}=ON" for name in on)]
+
+
 def cache_dir(version: str = LLAMA_CPP_PYTHON_VERSION) -> Path:
-    """`$XDG_CACHE_HOME/raydist/llama-server/<version>` (default `~/.cache/...`): where `build`
-    puts the binary and `llama_server_path` looks for it."""
+    """`$XDG_CACHE_HOME/raydist/llama-server/<version>-<8 hex>` (default `~/.cache/...`): where
+    `build` puts the binary and `llama_server_path` looks for it. The hex names the configure
+    options (`CMAKE_FLAGS` and `cpu_options()`), so a binary built with other options is never
+    taken for this one."""
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "raydist" / "llama-server" / version
+    digest = hashlib.sha256(" ".join([*CMAKE_FLAGS, *cpu_options()]).encode()).hexdigest()[:8]
+    return base / "raydist" / "llama-server" / f"{version}-{digest}"
 
 
 def llama_server_path() -> str:
@@ -111,7 +148,7 @@ def build(version: str = LLAMA_CPP_PYTHON_VERSION, *, jobs: int | None = None, f
         work = Path(work)
         source = _download_sources(version, work)
         build_dir = work / "build"
-        _run(["cmake", "-S", str(source), "-B", str(build_dir), *CMAKE_FLAGS], "configure")
+        _run(["cmake", "-S", str(source), "-B", str(build_dir), *CMAKE_FLAGS, *cpu_options()], "configure")
         _run(["cmake", "--build", str(build_dir), "--target", BINARY, "-j", str(jobs)], "build")
         built = build_dir / "bin" / BINARY
         _run([str(built), "--version"], "check")
