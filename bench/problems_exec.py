@@ -24,7 +24,7 @@ from pathlib import Path
 
 from raydist.problems import assemble_program, load_seeds
 from raydist.problems.execute import ExecLimits, Program, ProgramRunner
-from raydist.sandbox import Limits, Sandbox, base_image_tag, connect, ensure_base_image
+from raydist.sandbox import Limits, as_provider, base_image_tag, connect, ensure_base_image
 
 
 @dataclass
@@ -84,7 +84,7 @@ def run_fresh(client, image: str, programs: list[str], limits: ExecLimits) -> Ro
     passed = 0
     start = time.perf_counter()
     for program in programs:
-        with Sandbox.create(client, image, limits=Limits(memory=f"{limits.memory_mb + 256}m"),
+        with as_provider(client).create(image, limits=Limits(memory=f"{limits.memory_mb + 256}m"),
                             name="bench-fresh") as box:
             box.write_files({"program.py": program}, root="/work")
             result = box.exec("python3 -I -B program.py", timeout=limits.wall_seconds, cwd="/work")

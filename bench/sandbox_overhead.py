@@ -16,12 +16,12 @@ import statistics
 import subprocess
 import time
 
-from raydist.sandbox import Sandbox, base_image_tag, connect, ensure_base_image
+from raydist.sandbox import as_provider, base_image_tag, connect, ensure_base_image
 
 
 def time_sandbox(client, image: str) -> float:
     start = time.perf_counter()
-    with Sandbox.create(client, image, name="bench") as box:
+    with as_provider(client).create(image, name="bench") as box:
         result = box.exec("true", timeout=30)
     if result.returncode != 0:
         raise RuntimeError(f"`true` failed in the sandbox: {result.output}")
@@ -69,7 +69,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=20, help="repetitions of each (default 20)")
     parser.add_argument("--image", default=None, help="image tag (default: the base image)")
     args = parser.parse_args()
-    client = connect()
+    provider = connect()
+    client = provider.client
     image = ensure_base_image(client, args.image or base_image_tag())
     sandbox, plain = [], []
     for _ in range(args.n):
@@ -78,7 +79,7 @@ def main() -> None:
     print(f"image {image}, n={args.n} each, interleaved")
     report("per unit", [("Sandbox create/exec/remove", sandbox), ("docker run --rm true", plain)])
     steps, raw = [], []
-    with Sandbox.create(client, image, name="bench-steps") as box:
+    with as_provider(client).create(image, name="bench-steps") as box:
         box.exec("true", timeout=30)  # warm: the log volume and the keep-alive exist
         for _ in range(args.n):
             steps.append(time_step(box))

@@ -48,7 +48,7 @@ def repo_dir_of(instance) -> Path | None:
     if instance.recipe is None:
         return None
     try:
-        client = connect()
+        client = connect().client
     except SandboxUnavailable:
         return None
     if not client.images.list(name=instance_tag(instance.recipe)):

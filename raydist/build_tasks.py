@@ -85,6 +85,8 @@ def add_parser(sub) -> None:
                        help="skip the release's test run in its instance image (needs no Docker; tests that "
                             "pass only on the host may then make instances the oracle cannot resolve)")
     build.add_argument("--work", type=Path, help="scratch folder (default: the system's temporary folder)")
+    build.add_argument("--sandbox-provider", default="docker", metavar="NAME",
+                       help="sandbox provider of the container check (sandbox.provider; default docker)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -102,7 +104,7 @@ def main(args: argparse.Namespace) -> int:
     failed: list[str] = []
     with ExitStack() as stack:
         model = stack.enter_context(statement_model(args.model))
-        container = None if args.no_container_check else _container(settings.work)
+        container = None if args.no_container_check else _container(settings.work, args.sandbox_provider)
         for spec in specs:
             try:
                 reports.append(build_library(spec, settings, model, args.out, container))
@@ -141,10 +143,10 @@ def statement_model(name: str):
         yield StatementModel(complete, name, template)
 
 
-def _container(work: Path):
+def _container(work: Path, provider: str = "docker"):
     from raydist.tasks.measure import docker_runner, statuses  # deferred: docker
 
-    run = docker_runner(work)
+    run = docker_runner(work, provider=provider)
     return lambda instance: statuses(run, instance, "")
 
 

@@ -76,7 +76,7 @@ def launch(cfg: DictConfig, run_dir: str) -> int:
 
 ENTRY = launcher.Entry(
     config_name="config", run=launch, preflight=preflight,
-    docker_host=lambda cfg: cfg.sandbox.docker_host,
+    sandbox=lambda cfg: (cfg.sandbox.provider, cfg.sandbox.docker_host),
     # 2: refused before it ran (a setting, a run directory in use); a dry run writes no table
     ran=lambda cfg, status: status != launcher.EXIT_SETTING and not cfg.dry_run)
 """The main job as the launcher skeleton runs it."""

@@ -227,12 +227,12 @@ def _preflight(argv: list[str]) -> str | None:  # --help, --cfg: no job to plan
     return unknown_override(argv) or preflight(argv, "problems", check=None)
 
 
-def _docker_host(cfg: DictConfig) -> str | None:
-    return cfg.sandbox.get("docker_host")
+def _sandbox(cfg: DictConfig) -> tuple[str, str | None]:
+    return cfg.sandbox.get("provider") or "docker", cfg.sandbox.get("docker_host")
 
 
 ENTRY = launcher.Entry(
-    config_name="problems", run=run_job, preflight=_preflight, plan=plan_problems, docker_host=_docker_host,
+    config_name="problems", run=run_job, preflight=_preflight, plan=plan_problems, sandbox=_sandbox,
     # Diversity is in each job's summary.md; `raydist report --out` adds its section (MiniLM).
     sweep_report={"diversity": False},
     interrupted="interrupted: finished variants and completions are kept; run the same command again to resume")

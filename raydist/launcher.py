@@ -50,7 +50,7 @@ from raydist.problems.config import SettingError as ProblemsSettingError  # noqa
 from raydist.problems.phases import ProblemsError  # noqa: E402
 from raydist.problems.records import RunDirMismatch  # noqa: E402
 from raydist.reporting import write_sweep_report  # noqa: E402
-from raydist.sandbox import BaseImageMissing, SandboxUnavailable, connect, sweep_orphans  # noqa: E402
+from raydist.sandbox import BaseImageMissing, SandboxUnavailable, connect  # noqa: E402
 
 __all__ = ["EXIT_BUDGET", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_SETTING", "Entry", "Jobs", "SettingProblem",
            "config_record", "exit_status_of", "launch", "run_one", "shut_down"]
@@ -111,8 +111,8 @@ class Entry:
     * ``plan(argv)``: every job planned before any starts, nothing written; None when ``argv``
       runs no job (``--help``...: then ``preflight`` runs). Raises one of ``SETTING_ERRORS``
       (exit status 2, before Hydra makes any folder).
-    * ``docker_host(cfg)``: the Docker daemon whose orphans are swept after a job that ran
-      (the attribute None: the entry starts no container).
+    * ``sandbox(cfg)``: ``(sandbox.provider, its address or None)`` whose orphans are swept after
+      a job that ran (the attribute None: the entry starts no container).
     * ``sweep_report``: keyword arguments of ``write_sweep_report``, or None for no report.
     * ``interrupted``: the line printed when a job is interrupted (empty: the job prints its own).
     * ``ran(cfg, status)``: whether a job ran, so left a run directory worth reporting and maybe
@@ -123,7 +123,7 @@ class Entry:
     run: Callable[[DictConfig, str], int]
     preflight: Callable[[list[str]], str | None] | None = None
     plan: Callable[[list[str]], list | None] | None = None
-    docker_host: Callable[[DictConfig], str | None] | None = None
+    sandbox: Callable[[DictConfig], tuple[str, str | None]] | None = None
     sweep_report: dict | None = field(default_factory=dict)
     interrupted: str = ""
     ran: Callable[[DictConfig, int], bool] = lambda cfg, status: status != EXIT_SETTING
@@ -155,18 +155,19 @@ class Jobs:
         return max((status for _, _, status in self.done), default=0)
 
 
-def shut_down(docker_host: str | None, sweep: bool = True) -> None:
+def shut_down(sandbox: tuple[str, str | None] | None, sweep: bool = True) -> None:
     """Stop this process's Ray (if it started one), then remove the sandbox containers whose
-    owner (a Ray worker of this launch, or of one that was killed) is gone, on ``docker_host``
-    (``raydist.sandbox.sweep_orphans``). A daemon that cannot be reached is left alone: the
-    job already reported it."""
+    owner (a Ray worker of this launch, or of one that was killed) is gone, on ``sandbox``
+    (``(provider, address)``: ``raydist.sandbox.SandboxProvider.sweep_orphans``). An engine that
+    cannot be reached is left alone: the job already reported it."""
     ray = sys.modules.get("ray")  # not imported: never started
     if ray is not None and ray.is_initialized():
         ray.shutdown()
     if not sweep:
         return
+    provider, address = sandbox or ("docker", None)
     try:
-        sweep_orphans(connect(docker_host))
+        connect(provider, address).sweep_orphans()
     except SandboxUnavailable:
         pass
 
@@ -186,8 +187,8 @@ def run_one(entry: Entry, jobs: Jobs, cfg: DictConfig, run_dir: str, overrides: 
         status = exit_status_of(exc)
     ran = entry.ran(cfg, status)  # a job refused (2) or a dry run started no container: nothing to sweep
     try:
-        shut_down(entry.docker_host(cfg) if entry.docker_host is not None and ran else None,
-                  sweep=entry.docker_host is not None and ran)
+        shut_down(entry.sandbox(cfg) if entry.sandbox is not None and ran else None,
+                  sweep=entry.sandbox is not None and ran)
     except Exception:  # noqa: BLE001 - a setting that does not resolve: the job already said so
         shut_down(None, sweep=False)
     if status == EXIT_INTERRUPTED:

@@ -41,7 +41,7 @@ def _unavailable(reason: str):
 def client():
     """A docker SDK client of the running daemon whose base image exists."""
     try:
-        docker_client = connect()
+        docker_client = connect().client
     except SandboxUnavailable as exc:
         _unavailable(str(exc))
     tag = base_image_tag()

@@ -16,7 +16,7 @@ from raydist.agents.environment import leak_count
 from raydist.agents.outcome import RecordingAgent, exposure_columns
 from raydist.agents.scripted import SUBMIT_COMMAND, ScriptedModel, write_file_commands
 from raydist.models.endpoint import LOCAL_PLACEHOLDER_KEY
-from raydist.sandbox import Limits, Sandbox, base_image_tag, ensure_instance_image
+from raydist.sandbox import Limits, as_provider, base_image_tag, ensure_instance_image
 from raydist.tasks import load_instances
 from raydist.views import RepoFiles, ViewOptions, build_view
 from raydist.views.audit import IdentitySet, find_exposures
@@ -169,7 +169,8 @@ def test_write_file_commands_quote_paths_and_delete():
 
 @pytest.fixture
 def box(client):
-    with Sandbox.create(client, base_image_tag(), limits=Limits(memory="1g", pids=256), name="agents-test") as sandbox:
+    limits = Limits(memory="1g", pids=256)
+    with as_provider(client).create(base_image_tag(), limits=limits, name="agents-test") as sandbox:
         sandbox.write_files(ORIGINAL)
         yield sandbox
 
@@ -298,7 +299,8 @@ def toolz_l2(client, toolz_src):
     task = SimpleNamespace(instance_id="toolz-l2", repo="pytoolz/toolz", patch="", test_patch="",
                            problem_statement="merge_sorted in toolz/itertoolz.py drops keys")
     view = build_view(task, repo, "L2", 0)
-    with Sandbox.create(client, base_image_tag(), limits=Limits(memory="1g", pids=256), name="agents-l2") as sandbox:
+    limits = Limits(memory="1g", pids=256)
+    with as_provider(client).create(base_image_tag(), limits=limits, name="agents-l2") as sandbox:
         sandbox.write_files({path: repo.read(path) for path in repo.python_files()})
         yield view, sandbox
 
@@ -345,7 +347,8 @@ def test_oracle_on_a_builtin_l2_instance_edits_then_submits_with_no_tokens_and_n
     image = ensure_instance_image(client, instance.recipe, cache_dir=CACHE, label=instance.instance_id)
     repo = RepoFiles(Path(image.repo_dir))
     view = build_view(instance, repo, "L2", 0)
-    with Sandbox.create(client, image.tag, limits=Limits(memory="1g", pids=256), name="agents-oracle-l2") as sandbox:
+    limits = Limits(memory="1g", pids=256)
+    with as_provider(client).create(image.tag, limits=limits, name="agents-oracle-l2") as sandbox:
         outcome = oracle(view=view, sandbox=sandbox, instance=instance, read_original=repo.read, settings=settings())
     assert (outcome.exit_status, outcome.error) == ("Submitted", None)
     assert [(s["step"], s["category"], s["input_tokens"], s["output_tokens"], s["leak_count"])
@@ -376,7 +379,8 @@ def test_oracle_applies_a_gold_patch_that_only_applies_with_fuzz(client):
     image = ensure_instance_image(client, instance.recipe, cache_dir=CACHE, label=instance.instance_id)
     repo = RepoFiles(image.repo_dir)
     view = build_view(fuzzy, repo, "L0", 0, ViewOptions(), None)
-    with Sandbox.create(client, image.tag, limits=Limits(memory="1g", pids=256), name="agents-oracle-fuzz") as sandbox:
+    limits = Limits(memory="1g", pids=256)
+    with as_provider(client).create(image.tag, limits=limits, name="agents-oracle-fuzz") as sandbox:
         methods = []
         outcome = oracle(view=view, sandbox=sandbox, instance=fuzzy, read_original=repo.read, settings=settings(),
                          on_gold_applied=methods.append)

@@ -22,7 +22,7 @@ from raydist.agents import AgentSettings, ViewEnvironment, load_prompts, oracle
 from raydist.agents.scripted import SUBMIT_COMMAND
 from raydist.cluster.workspace import install_view, read_changes
 from raydist.grading.apply import apply_patch
-from raydist.sandbox import Limits, Sandbox, base_image_tag, ensure_instance_image
+from raydist.sandbox import Limits, Sandbox, as_provider, base_image_tag, ensure_instance_image
 from raydist.sandbox.reaper import REAP_BOUND, lock_path
 from raydist.views import RepoFiles, build_view, recover_patch
 from raydist.views.base import IDENTITY, View
@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 OWNER = textwrap.dedent("""
     import sys
     from raydist.sandbox import Limits, Sandbox, base_image_tag, connect
-    with Sandbox.create(connect(), base_image_tag(), limits=Limits(memory="256m"), name="owner") as box:
+    with connect().create(base_image_tag(), limits=Limits(memory="256m"), name="owner") as box:
         print(box.name, flush=True)
         box.exec("sleep infinity", timeout=float(sys.argv[1]))
 """)
@@ -94,11 +94,11 @@ def test_a_sigkilled_owners_container_is_removed_within_the_bound_without_a_new_
 def test_the_reaper_leaves_once_its_owner_has_no_container_and_the_next_one_starts_another(client):
     from raydist.sandbox import reaper
 
-    with Sandbox.create(client, base_image_tag(), name="idle"):
+    with as_provider(client).create(base_image_tag(), name="idle"):
         first = reaper._reaper
     assert first is not None and first.poll() is None
     assert wait_for(lambda: first.poll() is not None, reaper.IDLE + 3 * reaper.POLL), "the reaper outlived its work"
-    with Sandbox.create(client, base_image_tag(), name="idle"):
+    with as_provider(client).create(base_image_tag(), name="idle"):
         second = reaper._reaper
         assert second is not None and second is not first and second.poll() is None
 
@@ -131,7 +131,7 @@ def sleepers(box: Sandbox) -> int:
 
 
 def test_sleep_infinity_ends_at_the_timeout_and_leaves_no_process_behind(client):
-    with Sandbox.create(client, base_image_tag(), limits=Limits(memory="256m"), name="sleeper") as box:
+    with as_provider(client).create(base_image_tag(), limits=Limits(memory="256m"), name="sleeper") as box:
         done = box.exec("sleep infinity & setsid sleep infinity & sleep infinity", timeout=1)
         assert (done.returncode, done.timed_out) == (124, True)
         assert sleepers(box) == 1
@@ -147,7 +147,7 @@ def test_an_oom_killed_command_is_named_in_the_observation_and_the_agent_goes_on
     view = View(instance_id="oom-1", level="L0", seed=0, problem_statement="use less memory", files={},
                 translator=IDENTITY, renderers=(), identity=None)
     prompts = load_prompts("conf/prompts")
-    with Sandbox.create(client, base_image_tag(), limits=Limits(memory="256m"), name="oom") as box:
+    with as_provider(client).create(base_image_tag(), limits=Limits(memory="256m"), name="oom") as box:
         env = ViewEnvironment(box, view, timeout=60, cwd="/")
         killed = env.execute({"command": MEMORY_HOG})
         assert (killed["returncode"], env.steps[0]["timed_out"]) == (137, False)
@@ -163,7 +163,7 @@ def test_an_oom_killed_command_is_named_in_the_observation_and_the_agent_goes_on
 
 def test_a_command_killed_by_a_signal_is_not_called_out_of_memory(client):
     """The OOM line needs the cgroup's own count of OOM kills, not merely exit 137."""
-    with Sandbox.create(client, base_image_tag(), limits=Limits(memory="256m"), name="oom") as box:
+    with as_provider(client).create(base_image_tag(), limits=Limits(memory="256m"), name="oom") as box:
         done = box.exec("kill -9 $$", timeout=30, cwd="/")
         assert (done.returncode, done.timed_out, done.oom_killed) == (137, False, False)
 
@@ -172,7 +172,7 @@ def test_a_command_killed_by_a_signal_is_not_called_out_of_memory(client):
 
 
 def test_a_model_patch_without_its_final_newline_applies_in_the_grading_sandbox_like_the_whole_one(client):
-    with Sandbox.create(client, base_image_tag(), limits=Limits(memory="256m"), name="eol") as box:
+    with as_provider(client).create(base_image_tag(), limits=Limits(memory="256m"), name="eol") as box:
         box.write_files(ORIGINAL)
         box.exec("git init -q && git add . && git -c user.name=t -c user.email=t@t commit -qm base", timeout=60)
         for patch in (PATCH, PATCH.rstrip("\n")):
@@ -200,7 +200,7 @@ def test_the_oracle_on_a_crlf_repository_through_the_sandbox_keeps_its_bytes_and
     to_crlf(crlf)
     repo, instance = RepoFiles(crlf), crlf_instance(INFLECTION)
     view = build_view(instance, repo, "L2+L3", 0)
-    with Sandbox.create(client, image.tag, limits=Limits(memory="1g"), name="crlf-agent") as box:
+    with as_provider(client).create(image.tag, limits=Limits(memory="1g"), name="crlf-agent") as box:
         assert box.exec(TO_CRLF, timeout=60).returncode == 0
         initial = install_view(box, view)
         outcome = oracle(view=view, sandbox=box, instance=instance, read_original=repo.read,
@@ -209,7 +209,7 @@ def test_the_oracle_on_a_crlf_repository_through_the_sandbox_keeps_its_bytes_and
         changes = read_changes(box, initial, repo)
     assert sorted(changes.final) == ["inflection/__init__.py"]
     patch = recover_patch({p: repo.read(p) for p in changes.final}, changes.final)
-    with Sandbox.create(client, image.tag, limits=Limits(memory="1g"), name="crlf-grade") as grader:
+    with as_provider(client).create(image.tag, limits=Limits(memory="1g"), name="crlf-grade") as grader:
         assert grader.exec(f"{TO_CRLF} && {COMMIT}", timeout=120).returncode == 0
         applied = apply_patch(grader, patch, label="model")
         assert (applied.applied, applied.method) == (True, "git-apply"), applied.output

@@ -11,7 +11,7 @@ from raydist.grading import apply_patch, grade, is_resolved, parse_test_log
 from raydist.grading.infra import infra_changes
 from raydist.grading.junit import check_report, is_pytest_command, junit_key, parse_junit
 from raydist.grading.test_files import restore_command, touched_files
-from raydist.sandbox import Sandbox, base_image_tag, ensure_instance_image
+from raydist.sandbox import as_provider, base_image_tag, ensure_instance_image
 from raydist.tasks import load_instances
 from raydist.views import RepoFiles, recover_patch
 
@@ -76,7 +76,7 @@ def test_patch_falls_back_to_fuzzy_patch(client):
     # The context line "line 2" is wrong: git apply refuses it, `patch --fuzz` accepts it.
     diff = ("--- a/f.txt\n+++ b/f.txt\n@@ -1,7 +1,7 @@\n line 1\n line TWO\n line 3\n-line 4\n"
             "+line four\n line 5\n line 6\n line 7\n")
-    with Sandbox.create(client, base_image_tag(), name="apply") as box:
+    with as_provider(client).create(base_image_tag(), name="apply") as box:
         box.write_files({"f.txt": original})
         result = apply_patch(box, diff, label="model")
         assert (result.applied, result.method) == (True, "patch-fuzz")
@@ -118,7 +118,7 @@ def test_model_edits_to_test_files_are_reset_before_the_test_patch(client, toolz
     instance, image = toolz
     added = ("--- a/toolz/tests/test_itertoolz.py\n+++ b/toolz/tests/test_itertoolz.py\n"
              "@@ -1,2 +1,4 @@\n+def test_added_by_model():\n+    pass\n")
-    with Sandbox.create(client, image.tag, name="peek") as box:
+    with as_provider(client).create(image.tag, name="peek") as box:
         head = box.read_files(["toolz/tests/test_itertoolz.py"])["toolz/tests/test_itertoolz.py"]
     first_two = "".join(" " + line for line in head.decode().splitlines(keepends=True)[:2])
     result = grade(client, instance, image.tag, added + first_two, timeout=300)

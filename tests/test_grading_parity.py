@@ -51,7 +51,7 @@ def test_raydist_and_swebench_agree_on_every_test_id_and_the_verdict(instance_id
     from raydist.tasks import load_instances
 
     [instance] = load_instances(str(OFFLINE), ids=[instance_id])
-    client = connect(None)
+    client = connect()
     image = ensure_instance_image(client, instance.recipe, cache_dir=Path.home() / ".cache" / "raydist",
                                   label=instance_id)
     for patch, resolved in ((instance.patch, True), ("", False)):

@@ -13,6 +13,7 @@ from raydist.sandbox import (
     BaseImageMissing,
     ImageBuildError,
     Sandbox,
+    as_provider,
     base_image_tag,
     ensure_base_image,
     ensure_instance_image,
@@ -65,7 +66,7 @@ def test_toolz_image_builds_with_injected_patch_and_is_reused(client):
         assert (first.tag, again.tag, again.repo_dir) == (tag, tag, CACHE / "repos" / recipe.key())
         assert client.images.get(tag).id == built.id  # reused, not rebuilt
         assert (first.repo_dir / "toolz" / "itertoolz.py").read_text() == ITERTOOLZ_MARK + original
-        with Sandbox.create(client, tag, name="toolz-check") as box:
+        with as_provider(client).create(tag, name="toolz-check") as box:
             assert _tracked_digests(box) == _host_digests(first.repo_dir)
             assert box.exec("git status --porcelain", timeout=60).output == ""
             assert box.exec("git log --format=%an:%s", timeout=60).output == "raydist:raydist base state\n"
@@ -114,7 +115,7 @@ def test_base_image_tag_comes_from_the_script_or_the_override(client):
 def test_flask_image_installs_exact_pins_and_the_repo_offline(client):
     instance = _instance("swebench/offline.jsonl", "pallets__flask-4992")
     image = ensure_instance_image(client, instance.recipe, cache_dir=CACHE, label=instance.instance_id)
-    with Sandbox.create(client, image.tag, name="flask-check") as box:
+    with as_provider(client).create(image.tag, name="flask-check") as box:
         versions = box.exec("python -c 'import flask, werkzeug, pytest; import importlib.metadata as m;"
                             " print(m.version(\"flask\"), werkzeug.__version__, pytest.__version__, "
                             "flask.__file__)'", timeout=60).output
@@ -128,7 +129,7 @@ def test_flask_image_installs_exact_pins_and_the_repo_offline(client):
 def test_xarray_image_has_compiled_pins_without_network(client):
     instance = _instance("swebench/offline.jsonl", "pydata__xarray-7393")
     image = ensure_instance_image(client, instance.recipe, cache_dir=CACHE, label=instance.instance_id)
-    with Sandbox.create(client, image.tag, name="xarray-check") as box:
+    with as_provider(client).create(image.tag, name="xarray-check") as box:
         versions = box.exec("python -c 'import numpy, pandas, scipy, xarray; print(numpy.__version__, "
                             "pandas.__version__, scipy.__version__, xarray.__file__)'", timeout=120).output
     assert versions == "1.24.0 1.5.2 1.9.3 /testbed/xarray/__init__.py\n"

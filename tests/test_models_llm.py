@@ -23,7 +23,7 @@ from raydist.models import ModelEndpoint  # noqa: E402
 from raydist.models.endpoint import LOCAL_PLACEHOLDER_KEY  # noqa: E402
 from raydist.models.process import free_port  # noqa: E402
 from raydist.models.server import ModelServer  # noqa: E402
-from raydist.sandbox import Limits, Sandbox, base_image_tag  # noqa: E402
+from raydist.sandbox import Limits, as_provider, base_image_tag  # noqa: E402
 from raydist.views.base import View  # noqa: E402
 
 # isort: split
@@ -53,7 +53,7 @@ def _gone_within(pid: int, seconds: float) -> bool:
 
 @pytest.fixture
 def box(client):
-    with Sandbox.create(client, base_image_tag(), limits=Limits(memory="1g", pids=256), name="llm-test") as sandbox:
+    with as_provider(client).create(base_image_tag(), limits=Limits(memory="1g", pids=256), name="llm-test") as sandbox:
         sandbox.write_files({"calc.py": "def add(a, b):\n    return a - b\n"})
         yield sandbox
 
@@ -233,7 +233,7 @@ def test_gemma_agent_on_an_l2_view_of_a_real_instance_sees_no_original_name(llam
     view = build_view(instance, RepoFiles(image.repo_dir), "L2+L3", 1)
     assert leak_count(view, instance.problem_statement) == 4  # six, ensure_text, ensure_str, ensure_binary
     assert leak_count(view, view.problem_statement) == 0
-    with Sandbox.create(client, image.tag, limits=Limits(memory="1g", pids=256), name="llm-l2-test") as sandbox:
+    with as_provider(client).create(image.tag, limits=Limits(memory="1g", pids=256), name="llm-l2-test") as sandbox:
         install_view(sandbox, view)
         outcome = run_agent(view=view, sandbox=sandbox,
                             endpoint=ModelEndpoint(LITELLM_MODEL, api_base=api_base, local=True),

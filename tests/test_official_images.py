@@ -33,7 +33,7 @@ def official_row_list() -> list[dict]:
     from raydist.tasks import load_instances
     from raydist.tasks.official_build import build_official_image
 
-    client = connect(None)
+    client = connect()
     return [build_official_image(client, instance, cache_dir=CACHE, namespace=NAMESPACE)
             for instance in load_instances(str(OFFLINE))]
 
@@ -72,7 +72,7 @@ def test_gold_resolves_an_empty_patch_does_not_and_an_early_exit_is_not_a_pass(o
     from raydist.tasks import load_instances
 
     [instance] = load_instances(str(official_rows))
-    client, image = connect(None), instance.extra["image"]
+    client, image = connect(), instance.extra["image"]
     gold = grade_official(client, instance, image, instance.patch, timeout=600)
     assert (gold.resolved, gold.grading_channel, gold.missing, gold.error) == (True, "official", 0, None)
     assert set(gold.fail_to_pass.values()) == {"PASSED"} and len(gold.pass_to_pass) == 18
@@ -134,7 +134,7 @@ def test_the_l4_gate_refuses_a_rewrite_that_breaks_a_test_through_the_official_c
     from raydist.views.l4.prepare import GateVerdict
 
     [instance] = load_instances(str(official_rows))
-    client, image = connect(None), instance.extra["image"]
+    client, image = connect(), instance.extra["image"]
     runner = runner_for(client, instance, image, timeout=600)
     assert isinstance(runner, OfficialRunner)
     repo = RepoFiles(official_repo_dir(client, image, CACHE))

@@ -243,7 +243,7 @@ def test_evaluate_without_generated_variants_says_so(tmp_path, endpoint):
 
 
 def test_sigterm_stops_the_launch_keeps_finished_items_and_the_same_command_resumes(tmp_path, slow_endpoint):
-    from raydist.sandbox import connect, sweep_orphans
+    from raydist.sandbox import connect
 
     run = tmp_path / "problems" / "humaneval" / "scripted"
     proc = subprocess.Popen(command(tmp_path, slow_endpoint), cwd=ROOT, stdout=subprocess.PIPE,
@@ -257,7 +257,7 @@ def test_sigterm_stops_the_launch_keeps_finished_items_and_the_same_command_resu
     assert "interrupted: finished variants and completions are kept; run the same command again to resume" in err
     finished = len(list((run / "variants").glob("*.json")))
     assert 1 <= finished < 4
-    assert sweep_orphans(connect(None)) == 0  # no sandbox outlived its owner
+    assert connect().sweep_orphans() == 0  # no sandbox outlived its owner
 
     again = launch(tmp_path, slow_endpoint)
     assert again.returncode == 0, again.stderr[-3000:]

@@ -203,14 +203,14 @@ def wcwidth_image(client):
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_what_the_agent_does_to_git_does_not_change_the_recovered_patch(client, wcwidth_image, scenario):
     from raydist.cluster.workspace import install_view, read_changes
-    from raydist.sandbox import Sandbox
+    from raydist.sandbox import as_provider
     from raydist.views import RepoFiles, ViewOptions, build_view
 
     instance, image = wcwidth_image
     repo = RepoFiles(image.repo_dir)
     view = build_view(instance, repo, "L0", 0, ViewOptions(), None)
     commands, added, dropped = SCENARIOS[scenario]
-    with Sandbox.create(client, image.tag, name="recover") as box:
+    with as_provider(client).create(image.tag, name="recover") as box:
         initial = install_view(box, view)
         for command in commands:
             assert box.exec(command, timeout=60).returncode == 0, command

@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from raydist.sandbox import Limits, Sandbox, SandboxUnavailable, base_image_tag, connect, owner_label, sweep_orphans
+from raydist.sandbox import (
+    Limits,
+    Sandbox,
+    SandboxUnavailable,
+    as_provider,
+    base_image_tag,
+    connect,
+    owner_label,
+)
 from raydist.sandbox.command import LOG_SIZE, split_trailer
 
 pytestmark = pytest.mark.docker
@@ -17,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture
 def box(client):
-    with Sandbox.create(client, base_image_tag(), limits=Limits(memory="1g", pids=256),
+    with as_provider(client).create(base_image_tag(), limits=Limits(memory="1g", pids=256),
                         name="test") as sandbox:
         yield sandbox
 
@@ -86,7 +94,7 @@ def test_without_a_log_volume_the_output_goes_straight_to_the_stream(client):
     only, and still complete."""
     container = client.containers.run(base_image_tag(), ["sleep", "infinity"], detach=True, init=True,
                                       network_mode="none", labels={"raydist.owner": owner_label()})
-    with Sandbox(client, container) as box:
+    with Sandbox(as_provider(client), container) as box:
         result = box.exec("echo out; echo err >&2; exit 3", timeout=30)
         assert (result.output, result.returncode) == ("out\nerr\n", 3)
         assert box.exec("test -e /run/raydist", timeout=30).returncode == 1
@@ -179,7 +187,7 @@ def test_write_files_refuses_escaping_paths(box):
 
 
 def test_container_carries_limits_labels_and_no_network(client):
-    with Sandbox.create(client, base_image_tag(), limits=Limits(cpus=0.5, memory="256m", pids=64),
+    with as_provider(client).create(base_image_tag(), limits=Limits(cpus=0.5, memory="256m", pids=64),
                         labels={"raydist.unit": "u1"}, name="inspect me") as box:
         box.container.reload()
         host = box.container.attrs["HostConfig"]
@@ -191,7 +199,7 @@ def test_container_carries_limits_labels_and_no_network(client):
 
 
 def test_remove_leaves_nothing_and_is_idempotent(client):
-    box = Sandbox.create(client, base_image_tag(), name="gone")
+    box = as_provider(client).create(base_image_tag(), name="gone")
     name = box.name
     box.remove()
     box.remove()
@@ -200,7 +208,7 @@ def test_remove_leaves_nothing_and_is_idempotent(client):
 
 def test_context_manager_removes_on_error(client):
     with pytest.raises(RuntimeError, match="boom"):
-        with Sandbox.create(client, base_image_tag(), name="err") as box:
+        with as_provider(client).create(base_image_tag(), name="err") as box:
             name = box.name
             raise RuntimeError("boom")
     assert client.containers.list(all=True, filters={"name": name}) == []
@@ -212,7 +220,7 @@ def test_sweep_removes_dead_owner_and_keeps_live_one(client):
     script = textwrap.dedent(f"""
         import os
         from raydist.sandbox import Sandbox, connect, reaper
-        box = Sandbox.create(connect(), {base_image_tag()!r}, name="orphan")
+        box = connect().create({base_image_tag()!r}, name="orphan")
         reaper._reaper.kill()
         reaper._reaper.wait()
         reaper.lock_path(reaper.owner_label()).unlink()
@@ -221,16 +229,17 @@ def test_sweep_removes_dead_owner_and_keeps_live_one(client):
     """)
     orphan = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             check=True, cwd=REPO).stdout.strip()
-    with Sandbox.create(client, base_image_tag(), name="live") as live:
+    with as_provider(client).create(base_image_tag(), name="live") as live:
         names = {c.name for c in client.containers.list(all=True)}
         assert {orphan, live.name} <= names
-        assert sweep_orphans(client) >= 1
+        assert as_provider(client).sweep_orphans() >= 1
         names = {c.name for c in client.containers.list(all=True)}
         assert orphan not in names
         assert live.name in names
 
 
 def test_connect_names_the_address_and_the_remedy():
-    with pytest.raises(SandboxUnavailable, match=r"unix:///nonexistent/docker.sock.*"
-                       r"bash launch/setup.sh.*sandbox.docker_host"):
-        connect("unix:///nonexistent/docker.sock", timeout=2)
+    with pytest.raises(SandboxUnavailable, match=r"^cannot reach the Docker daemon at "
+                       r"unix:///nonexistent/docker.sock .*bash launch/setup.sh.*sandbox.docker_host "
+                       r"\(sandbox.provider=docker\)$"):
+        connect("docker", "unix:///nonexistent/docker.sock", timeout=2)

@@ -19,7 +19,7 @@ from docker.errors import NotFound
 
 from raydist.agents.environment import ViewEnvironment
 from raydist.cluster.workspace import install_view
-from raydist.sandbox import Limits, Sandbox, base_image_tag, ensure_instance_image, owner_label
+from raydist.sandbox import Limits, Sandbox, as_provider, base_image_tag, ensure_instance_image, owner_label
 from raydist.sandbox.archive import pack_files
 from raydist.tasks import load_instances
 from raydist.views import RepoFiles, build_view
@@ -49,7 +49,7 @@ def view(instance, image):
 
 def _agent_box(client, image, view, hint: str) -> Sandbox:
     """A sandbox as ``raydist.cluster.unit`` creates one, with the view installed."""
-    box = Sandbox.create(client, image.tag, limits=SMALL, network="none",
+    box = as_provider(client).create(image.tag, limits=SMALL, network="none",
                          labels={"raydist.unit": f"hardening-{hint}"}, name=f"agent-{hint}")
     try:
         install_view(box, view)
@@ -92,7 +92,7 @@ def test_agent_is_unprivileged_without_capabilities_and_with_no_new_privs(agent)
 
 def test_root_sandbox_keeps_only_the_reduced_capabilities(client):
     # The base image has no USER: root, as grading of an image without one would be.
-    with Sandbox.create(client, base_image_tag(), limits=SMALL, name="root-caps") as box:
+    with as_provider(client).create(base_image_tag(), limits=SMALL, name="root-caps") as box:
         assert box.exec("id -u", timeout=30).output == "0\n"
         assert (_status(box, "CapEff"), _status(box, "CapBnd"), _status(box, "NoNewPrivs")) == (
             REDUCED_CAPS, REDUCED_CAPS, "1")

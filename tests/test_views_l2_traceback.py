@@ -18,7 +18,7 @@ import pytest
 import raydist.views.l2.namespace  # noqa: F401  (registers L2)
 from raydist.agents.environment import ViewEnvironment
 from raydist.grading import apply_patch
-from raydist.sandbox import Limits, Sandbox, ensure_instance_image
+from raydist.sandbox import Limits, as_provider, ensure_instance_image
 from raydist.tasks import load_instances
 from raydist.views import RepoFiles, build_view
 from raydist.views.audit import find_exposures
@@ -39,7 +39,7 @@ def failing(client):
     instance = load_instances(str(BUILTIN), ids=[INSTANCE])[0]
     image = ensure_instance_image(client, instance.recipe, cache_dir=CACHE, label=INSTANCE)
     view = build_view(instance, RepoFiles(image.repo_dir), "L2", 0)
-    with Sandbox.create(client, image.tag, limits=Limits(memory="1g", pids=256), name="l2-traceback") as box:
+    with as_provider(client).create(image.tag, limits=Limits(memory="1g", pids=256), name="l2-traceback") as box:
         assert apply_patch(box, instance.test_patch, label="test").applied
         result = box.exec(PYTEST + TEST_ID, timeout=120)
         assert result.returncode == 1, result.output

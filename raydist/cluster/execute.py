@@ -43,7 +43,7 @@ from raydist.cluster.validity import GateResult, View, judge_views
 from raydist.models.process import ModelServerError
 from raydist.outcomes import OUTCOMES, InfrastructureError, classify_exception
 from raydist.results.budget import Spending
-from raydist.sandbox import BaseImageMissing, SandboxUnavailable, connect, ensure_base_image, sweep_orphans
+from raydist.sandbox import BaseImageMissing, SandboxProvider, SandboxUnavailable, ensure_base_image
 from raydist.views import levels_needing
 from raydist.views.base import Prepared
 
@@ -311,10 +311,10 @@ def execute_job(job: Job, store, gate_store=None, *, execute: Callable[..., dict
     todo = pending(job, store, gate_store)
     print(f"{job.title}: {len(job.units)} units planned, {todo.finished_before} finished before, "
           f"{len(todo.units)} to run; results in {job.run_dir}", flush=True)
-    client, base_image = _docker(job)
-    before = Before(client)
+    provider, base_image = _docker(job)
+    before = Before(provider.client)
     if not todo.units:
-        return Executed(images=_images(client, job, base_image, before))
+        return Executed(images=_images(provider.client, job, base_image, before))
     signal.signal(signal.SIGTERM, raise_interrupt)
     try:
         done = _run_phases(job, todo, base_image, store, gate_store, execute)
@@ -324,8 +324,8 @@ def execute_job(job: Job, store, gate_store=None, *, execute: Callable[..., dict
         done = Executed(interrupted=True)
     finally:
         _shutdown_ray()
-        _sweep_at_end(client)
-    return replace(done, images=_images(client, job, base_image, before))
+        _sweep_at_end(provider)
+    return replace(done, images=_images(provider.client, job, base_image, before))
 
 
 def _images(client, job: Job, base_image: str, before: Before) -> dict | None:
@@ -388,26 +388,27 @@ def _server_failure(exc: Exception) -> InfrastructureError:
 
 
 def _docker(job: Job):
-    """The Docker client and the base image tag; ``InfrastructureError`` when either is missing."""
+    """The sandbox provider (``raydist.sandbox.SandboxProvider``) and the base image tag;
+    ``InfrastructureError`` when either is missing."""
     try:
-        client = connect(job.settings.sandbox.docker_host)
+        client = job.settings.sandbox.connect()
         base_image = ensure_base_image(client, job.settings.sandbox.base_image)
     except SandboxUnavailable as exc:
         raise InfrastructureError(str(exc), cause="docker") from exc
     except BaseImageMissing as exc:
         raise InfrastructureError(str(exc), cause="base_image_missing") from exc
-    removed = sweep_orphans(client)
+    removed = client.sweep_orphans()
     if removed:
         print(f"removed {removed} containers left by an earlier run that was killed", flush=True)
     return client, base_image
 
 
-def _sweep_at_end(client) -> None:
+def _sweep_at_end(provider: SandboxProvider) -> None:
     """Remove the containers of this launch's ended workers. A Docker daemon that does not answer
     now (restarted while the last units ended) is said on stderr, not raised: the rows are
     written and the tables still to compile, and the next launch's sweep removes what is left."""
     try:
-        sweep_orphans(client)
+        provider.sweep_orphans()
     except Exception as exc:
         if classify_exception(exc)[1] != "docker":
             raise

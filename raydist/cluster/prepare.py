@@ -163,12 +163,14 @@ def view_model_complete(endpoint, options: ViewOptions) -> Complete:
 
 
 def run_preparation(task: PrepTask, instance, options: ViewOptions, *, cache_dir: str, grading_timeout_s: float,
-                    endpoint=None, docker_host=None, base_image=None, limits: Limits | None = None,
-                    image_namespace: str = DEFAULT_NAMESPACE) -> dict:
+                    endpoint=None, provider: str = "docker", docker_host=None, base_image=None,
+                    limits: Limits | None = None, image_namespace: str = DEFAULT_NAMESPACE) -> dict:
     """Compute one preparation record (plain Python; the Ray task in ``scheduler`` calls it).
 
     ``endpoint`` is the view model's ``ModelEndpoint`` (None: L4 uses only the deterministic
-    rewriter, L1 only the rule restatement); ``grading_timeout_s`` bounds each L4 test-gate run, in seconds.
+    rewriter, L1 only the rule restatement); ``provider`` and ``docker_host`` name the sandbox
+    (``sandbox.provider``, ``sandbox.docker_host``: ``raydist.sandbox.connect``);
+    ``grading_timeout_s`` bounds each L4 test-gate run, in seconds.
     L4's gate runs the instance's tests through the test-execution service
     (``raydist.grading.runner_for``): pytest + junit on raydist's image of a recipe row, swebench's
     eval script on an official 5.x row's own image (the row's ``image``, else its name under
@@ -179,8 +181,8 @@ def run_preparation(task: PrepTask, instance, options: ViewOptions, *, cache_dir
     complete = None if endpoint is None else view_model_complete(endpoint, options)
     if task.kind == "L1":
         return prepare_statement(instance, task.seed, complete, options)
-    client, tag, repo = _l4_image(task, instance, cache_dir=cache_dir, docker_host=docker_host, base_image=base_image,
-                                  namespace=image_namespace)
+    client, tag, repo = _l4_image(task, instance, cache_dir=cache_dir, sandbox_at=(provider, docker_host),
+                                  base_image=base_image, namespace=image_namespace)
     runner = runner_for(client, instance, tag, timeout=grading_timeout_s, limits=limits or Limits())
     targets = None
     if is_qa(instance):  # no gold patch and no PASS_TO_PASS: the cited functions, gated by the passing tests
@@ -190,8 +192,9 @@ def run_preparation(task: PrepTask, instance, options: ViewOptions, *, cache_dir
                             targets=targets)
 
 
-def _l4_image(task: PrepTask, instance, *, cache_dir: str, docker_host, base_image, namespace: str) -> tuple:
-    """``(client, image tag, RepoFiles of its /testbed)`` L4 rewrites and gates on: raydist's
+def _l4_image(task: PrepTask, instance, *, cache_dir: str, sandbox_at: tuple[str, str | None], base_image,
+              namespace: str) -> tuple:
+    """``(provider, image tag, RepoFiles of its /testbed)`` L4 rewrites and gates on: raydist's
     image of the row's sdist recipe, or an official 5.x row's own image (``raydist.sandbox.official``)
     with its /testbed exported to the host. Raises ``InputError`` (cause ``l4_needs_recipe``) for a
     row with neither, ``PreparationError`` when the image cannot be had."""
@@ -200,7 +203,7 @@ def _l4_image(task: PrepTask, instance, *, cache_dir: str, docker_host, base_ima
                          "row (image, eval_script): its rewrites are kept only when the instance's tests pass on "
                          "its image", cause="l4_needs_recipe")
     try:
-        client = connect(docker_host)
+        client = connect(*sandbox_at)
         if instance.recipe is None:
             tag = ensure_official_image(client, instance, namespace)
             return client, tag, RepoFiles(official_repo_dir(client, tag, Path(cache_dir)))

@@ -226,7 +226,8 @@ def _remote_prepare():
     def prepare(task, instance: Instance, options, endpoint: ModelEndpoint | None,
                 settings: UnitSettings) -> dict:
         try:
-            return run_preparation(task, instance, options, endpoint=endpoint, docker_host=settings.sandbox.docker_host,
+            return run_preparation(task, instance, options, endpoint=endpoint, provider=settings.sandbox.provider,
+                                   docker_host=settings.sandbox.docker_host,
                                    base_image=settings.sandbox.base_image, cache_dir=settings.cache_dir,
                                    limits=settings.sandbox.limits, grading_timeout_s=settings.sandbox.grading_timeout_s,
                                    image_namespace=settings.sandbox.image_namespace)
@@ -344,8 +345,8 @@ def _remote_image():
     import ray
 
     @ray.remote(max_retries=0)
-    def build_image(recipe, docker_host, base_tag, cache_dir) -> str:
-        return ensure_instance_image(connect(docker_host), recipe, base_tag=base_tag,
+    def build_image(recipe, provider, docker_host, base_tag, cache_dir) -> str:
+        return ensure_instance_image(connect(provider, docker_host), recipe, base_tag=base_tag,
                                      cache_dir=Path(cache_dir)).tag
 
     return build_image
@@ -368,8 +369,8 @@ def build_images(units: Sequence[RunUnit], instances: Mapping[str, Instance], se
             recipes.setdefault(recipe.key(), recipe)
     build, resources = _remote_image(), options.sandbox(options.image_build_cpus)
     sandbox = settings.sandbox
-    refs = {key: build.options(**resources, name=f"image {key}").remote(r, sandbox.docker_host, sandbox.base_image,
-                                                                        settings.cache_dir)
+    refs = {key: build.options(**resources, name=f"image {key}").remote(r, sandbox.provider, sandbox.docker_host,
+                                                                        sandbox.base_image, settings.cache_dir)
             for key, r in recipes.items()}
     failed = {}
     for key, ref in refs.items():

@@ -27,7 +27,6 @@ from raydist.cluster.unit_image import UnitImage, UnitSettings, unit_image
 from raydist.cluster.unit_key import RunUnit
 from raydist.cluster.workspace import install_view
 from raydist.outcomes import BUG, InfrastructureError, agent_exit_of, classify_exception
-from raydist.sandbox import Sandbox
 from raydist.views import build_view
 
 if TYPE_CHECKING:  # imported where used: the sandbox's Limits loads Docker
@@ -142,8 +141,8 @@ def run_unit(unit: RunUnit, instance, settings: UnitSettings, endpoint, prepared
     view = build_view(instance, image.repo, unit.level, unit.seed, settings.view_options, prepared)
     kind.check_unit(instance, settings)
     t0 = time.time()
-    with Sandbox.create(image.client, image.tag, limits=settings.sandbox.limits, network=settings.sandbox.network,
-                        labels={"raydist.unit": unit.key}, name=f"agent-{unit.key[:12]}") as box:
+    with image.provider.create(image.tag, limits=settings.sandbox.limits, network=settings.sandbox.network,
+                               labels={"raydist.unit": unit.key}, name=f"agent-{unit.key[:12]}") as box:
         initial = install_view(box, view)
         run = kind.run_agent(settings, view, box, endpoint, traj_path, instance, image.repo, initial)
     columns = agent_columns(run.outcome, view, instance)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from raydist.cluster.errors import UnitInputError
 from raydist.grading.official import has_eval_script, runner_for
 from raydist.outcomes import InfrastructureError
-from raydist.sandbox import connect, ensure_instance_image
+from raydist.sandbox import SandboxProvider, ensure_instance_image
 from raydist.sandbox.official import (
     OfficialImageMissing,
     ensure_official_image,
@@ -50,12 +50,13 @@ class UnitSettings:
 
 @dataclass(frozen=True)
 class UnitImage:
-    """The image a unit runs in: the Docker ``client``, the image ``tag``, the ``repo``
+    """The image a unit runs in: the sandbox ``provider`` (``raydist.sandbox.SandboxProvider``), the
+    image ``tag``, the ``repo``
     (``raydist.views.RepoFiles`` of its /testbed) and ``tests``, the ``raydist.grading.TestRunner``
     of the instance's tests on that image (pytest + junit on raydist's image, or swebench's eval
     script on an official row's image)."""
 
-    client: Any
+    provider: SandboxProvider
     tag: str
     repo: RepoFiles
     tests: TestRunner
@@ -72,7 +73,7 @@ def unit_image(instance: Instance, settings: UnitSettings, tested: bool = True) 
     ``InfrastructureError`` (cause ``official_image``) when the official image is neither here nor
     pullable."""
     if instance.recipe is None and has_eval_script(instance):
-        client = connect(settings.sandbox.docker_host)
+        client = settings.sandbox.connect()
         try:
             tag = ensure_official_image(client, instance, settings.sandbox.image_namespace)
         except OfficialImageMissing as exc:
@@ -91,7 +92,7 @@ def unit_image(instance: Instance, settings: UnitSettings, tested: bool = True) 
     if not instance.test_cmd and tested:  # a question is judged, not tested
         raise UnitInputError(f"instance {instance.instance_id!r} has no test_cmd; add one to the instance",
                              cause="no_test_cmd")
-    client = connect(settings.sandbox.docker_host)
+    client = settings.sandbox.connect()
     image = ensure_instance_image(client, instance.recipe, base_tag=settings.sandbox.base_image,
                                   cache_dir=Path(settings.cache_dir))
     tests = runner_for(client, instance, image.tag, timeout=settings.sandbox.grading_timeout_s,

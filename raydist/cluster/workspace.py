@@ -6,7 +6,6 @@ submission is the work tree (``raydist.cluster.kinds.PatchKind``) reads it back.
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,35 +45,14 @@ def install_view(box: Sandbox, view: View) -> dict[str, tuple]:
 
 
 def _tree(box: Sandbox, baseline=None):
-    """``tree_entries`` of the sandbox's /testbed, read through Docker's archive API (not the
-    agent's tools or git); a /testbed the agent removed reads as an empty tree."""
-    from docker.errors import NotFound
-
-    try:
-        stream, _ = box.container.get_archive("/testbed")
-    except NotFound:
+    """``tree_entries`` of the sandbox's /testbed, read through the provider's archive API
+    (``Sandbox.read_tree``, not the agent's tools or git); a /testbed the agent removed reads as
+    an empty tree."""
+    tree = box.read_tree("/testbed")
+    if tree is None:
         return {}, {}
-    return tree_entries(_ChunkReader(stream), baseline=baseline)
-
-
-class _ChunkReader(io.RawIOBase):
-    """A file object over Docker's archive chunks, read once, front to back."""
-
-    def __init__(self, chunks):
-        self._chunks, self._buffer = iter(chunks), b""
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, target) -> int:
-        while not self._buffer:
-            self._buffer = next(self._chunks, None)
-            if self._buffer is None:
-                self._buffer = b""
-                return 0
-        n = min(len(target), len(self._buffer))
-        target[:n], self._buffer = self._buffer[:n], self._buffer[n:]
-        return n
+    with tree:
+        return tree_entries(tree, baseline=baseline)
 
 
 def read_changes(box: Sandbox, initial: dict[str, tuple], repo):

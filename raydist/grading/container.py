@@ -22,8 +22,6 @@ import secrets
 import shlex
 import tarfile
 
-import docker
-
 from raydist.grading.apply import ApplyResult, apply_patch
 from raydist.grading.environment import GRADING_ENV
 from raydist.grading.guard import check_guard, guard_statuses, parse_guard
@@ -42,7 +40,7 @@ from raydist.grading.rules import MISSING, is_resolved, parse_test_log, statuses
 from raydist.grading.test_files import restore_command, touched_files
 from raydist.grading.testrun import TestRun
 from raydist.outcomes import InfrastructureError
-from raydist.sandbox import Limits, Sandbox
+from raydist.sandbox import Limits, Sandbox, SandboxProvider, as_provider
 
 RESTORE_TIMEOUT = 120.0
 # Packaging metadata in /testbed (raydist.grading.infra.is_packaging), outside .git.
@@ -52,23 +50,23 @@ _FIND_PACKAGING = ("find . -path ./.git -prune -o \\( -name '*.dist-info' -o -na
 
 class ContainerRunner:
     """The ``TestRunner`` of raydist's own instance images (``raydist.grading.testrun``): each
-    ``run(instance, patch)`` is ``grade(client, instance, image_tag, patch, timeout=..., limits=...)``
+    ``run(instance, patch)`` is ``grade(provider, instance, image_tag, patch, timeout=..., limits=...)``
     in a fresh container of ``image_tag``; ``timeout`` in seconds bounds each test run."""
 
-    def __init__(self, client: docker.DockerClient, image_tag: str, *, timeout: float, limits: Limits | None = None):
-        self.client, self.image_tag, self.timeout, self.limits = client, image_tag, timeout, limits
+    def __init__(self, provider: SandboxProvider, image_tag: str, *, timeout: float, limits: Limits | None = None):
+        self.provider, self.image_tag, self.timeout, self.limits = as_provider(provider), image_tag, timeout, limits
 
     def run(self, instance, patch: str) -> TestRun:
         """``grade`` of ``patch`` for ``instance`` (channel ``junit``, or ``log`` for a test command
         that is not one plain pytest call)."""
-        return grade(self.client, instance, self.image_tag, patch, timeout=self.timeout, limits=self.limits)
+        return grade(self.provider, instance, self.image_tag, patch, timeout=self.timeout, limits=self.limits)
 
 
-def grade(client: docker.DockerClient, instance, image_tag: str, model_patch: str, *,
+def grade(provider: SandboxProvider, instance, image_tag: str, model_patch: str, *,
           timeout: float, limits: Limits | None = None) -> TestRun:
     """Grade ``model_patch`` (a unified diff in original coordinates) for ``instance`` in a
-    fresh container from ``image_tag``; ``timeout`` bounds the test run, in seconds. The test
-    command runs under ``raydist.grading.environment.GRADING_ENV`` (TZ, hash seed, locale pinned).
+    fresh sandbox of ``provider`` from ``image_tag``; ``timeout`` bounds the test run, in seconds.
+    The test command runs under ``raydist.grading.environment.GRADING_ENV`` (TZ, hash seed, locale pinned).
 
     ``instance`` provides ``instance_id, test_patch, test_cmd, FAIL_TO_PASS, PASS_TO_PASS``.
     A patch that does not apply, a test patch that does not apply and a test timeout are
@@ -80,8 +78,9 @@ def grade(client: docker.DockerClient, instance, image_tag: str, model_patch: st
         raise ValueError(f"instance {instance.instance_id!r} has no test_cmd; add the command "
                          "that runs its tests (e.g. `python -m pytest -rA <files>`)")
     channel = "junit" if is_pytest_command(instance.test_cmd) else "log"
-    with Sandbox.create(client, image_tag, limits=limits or Limits(), name=f"grade-{instance.instance_id}", user="root",
-                        labels={"raydist.role": "grade", "raydist.instance": instance.instance_id}) as box:
+    labels = {"raydist.role": "grade", "raydist.instance": instance.instance_id}
+    with as_provider(provider).create(image_tag, limits=limits or Limits(), name=f"grade-{instance.instance_id}",
+                                      user="root", labels=labels) as box:
         # The image's /testbed may belong to its own user; git refuses such a tree to root.
         box.exec("git config --global --add safe.directory '*'", timeout=RESTORE_TIMEOUT)
         packaging = _packaging_snapshot(box) if model_patch.strip() else None

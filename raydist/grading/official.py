@@ -15,14 +15,12 @@ import json
 import tempfile
 from pathlib import Path
 
-import docker
-
 from raydist.grading.apply import apply_patch
 from raydist.grading.container import ContainerRunner, _section, _stopped, _tail
 from raydist.grading.environment import GRADING_ENV
 from raydist.grading.rules import MISSING, statuses_of
 from raydist.grading.testrun import TestRun
-from raydist.sandbox import Limits, Sandbox
+from raydist.sandbox import Limits, SandboxProvider, as_provider
 
 OFFICIAL_FIELDS = ("instance_id", "image", "repo", "version", "FAIL_TO_PASS", "PASS_TO_PASS", "log_parser",
                    "eval_type", "eval_script")
@@ -47,7 +45,7 @@ def test_spec_of(instance):
     return make_test_spec(row)
 
 
-def grade_official(client: docker.DockerClient, instance, image_tag: str, model_patch: str, *,
+def grade_official(provider: SandboxProvider, instance, image_tag: str, model_patch: str, *,
                    timeout: float, limits: Limits | None = None) -> TestRun:
     """Grade ``model_patch`` (a unified diff in original coordinates) for the official row
     ``instance`` in a fresh container of ``image_tag``; ``timeout`` bounds the eval script, in
@@ -61,8 +59,9 @@ def grade_official(client: docker.DockerClient, instance, image_tag: str, model_
     from swebench.harness.grading import get_eval_report, get_logs_eval
 
     spec = test_spec_of(instance)
-    with Sandbox.create(client, image_tag, limits=limits or Limits(), name=f"grade-{instance.instance_id}",
-                        user="root", labels={"raydist.role": "grade", "raydist.instance": instance.instance_id}) as box:
+    labels = {"raydist.role": "grade", "raydist.instance": instance.instance_id}
+    with as_provider(provider).create(image_tag, limits=limits or Limits(), name=f"grade-{instance.instance_id}",
+                                      user="root", labels=labels) as box:
         box.exec("git config --global --add safe.directory '*'", timeout=60)
         model = apply_patch(box, model_patch, label="model")
         if not model.applied:
@@ -102,19 +101,19 @@ class OfficialRunner:
     container of ``image_tag`` (swebench's ``make_test_spec`` eval script, ``get_logs_eval``,
     ``get_eval_report``; channel ``official``); ``timeout`` in seconds bounds each eval script."""
 
-    def __init__(self, client: docker.DockerClient, image_tag: str, *, timeout: float, limits: Limits | None = None):
-        self.client, self.image_tag, self.timeout, self.limits = client, image_tag, timeout, limits
+    def __init__(self, provider: SandboxProvider, image_tag: str, *, timeout: float, limits: Limits | None = None):
+        self.provider, self.image_tag, self.timeout, self.limits = as_provider(provider), image_tag, timeout, limits
 
     def run(self, instance, patch: str) -> TestRun:
         """``grade_official`` of ``patch`` for the official row ``instance``."""
-        return grade_official(self.client, instance, self.image_tag, patch, timeout=self.timeout, limits=self.limits)
+        return grade_official(self.provider, instance, self.image_tag, patch, timeout=self.timeout, limits=self.limits)
 
 
-def runner_for(client: docker.DockerClient, instance, image_tag: str, *, timeout: float,
+def runner_for(provider: SandboxProvider, instance, image_tag: str, *, timeout: float,
                limits: Limits | None = None):
     """The ``TestRunner`` of ``instance`` on ``image_tag``: ``OfficialRunner`` for an official 5.x
     row (``has_eval_script``: no recipe, an ``eval_script``), else ``ContainerRunner``
     (``raydist.grading.container``); ``timeout`` in seconds bounds each run."""
     if getattr(instance, "recipe", None) is None and has_eval_script(instance):
-        return OfficialRunner(client, image_tag, timeout=timeout, limits=limits)
-    return ContainerRunner(client, image_tag, timeout=timeout, limits=limits)
+        return OfficialRunner(provider, image_tag, timeout=timeout, limits=limits)
+    return ContainerRunner(provider, image_tag, timeout=timeout, limits=limits)

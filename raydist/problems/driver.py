@@ -76,7 +76,7 @@ def _append_spending(summary, spending: Spending) -> None:
 
 def _start(job: ProblemsJob) -> str:
     """The sandbox's base image (built when missing) and Ray, started; the image's tag."""
-    image = ensure_base_image(connect(job.docker_host), job.base_image)
+    image = ensure_base_image(connect(*job.sandbox_at), job.base_image)
     init_ray(job.ray)
     interrupt_on_signals()  # the launcher keeps every finished item and says how to resume
     return image

@@ -42,13 +42,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import docker
-from docker.errors import DockerException
-
 from raydist.grading.environment import GRADING_ENV
 from raydist.problems._program_runner import EXIT_BLOCKED, EXIT_LIMIT, EXIT_MEMORY
 from raydist.problems.program import Program, assert_sites
-from raydist.sandbox import Limits, Sandbox
+from raydist.sandbox import Limits, Sandbox, SandboxError, SandboxProvider, as_provider
 
 __all__ = ["ExecLimits", "Program", "ProgramResult", "ProgramRunner", "classify", "expected_proof",
            "parse_batch_output", "program_json"]
@@ -140,18 +137,18 @@ class ProgramRunner:
     leaving the ``with`` block removes them. Slot ``k``'s programs run as uid ``first_uid - k``:
     RLIMIT_NPROC counts a uid's tasks in every container of the machine, so two pools that run
     at once on one machine give each other room only with disjoint uids. Raises
-    ``docker.errors.ImageNotFound`` for a missing image, ``RuntimeError`` when the image lacks a
+    ``raydist.sandbox.provider.ImageNotFound`` for a missing image, ``RuntimeError`` when the image lacks a
     tool or cannot run that program, ``ValueError`` for ``workers < 1`` or a root uid.
     """
 
-    def __init__(self, client: docker.DockerClient, image: str, *,
+    def __init__(self, provider: SandboxProvider, image: str, *,
                  limits: ExecLimits = ExecLimits(),  # noqa: B008 - ExecLimits is a frozen dataclass
                  workers: int = 1, first_uid: int = FIRST_UID) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         if first_uid - workers + 1 < 1:
             raise ValueError(f"first_uid={first_uid} with {workers} workers reaches uid 0; give a higher first_uid")
-        self.client, self.image, self.limits, self.workers = client, image, limits, workers
+        self.provider, self.image, self.limits, self.workers = as_provider(provider), image, limits, workers
         self.first_uid = first_uid
         self._run_id = secrets.token_hex(3)
         self._slots: list[_Slot] = []
@@ -181,7 +178,7 @@ class ProgramRunner:
 
         Programs go to the sandboxes in batches of up to ``MAX_BATCH`` (one exec each), still
         one process per program. Raises ``ValueError`` for a :class:`Program` whose tests hold
-        no ``assert`` (nothing would prove they ran), ``docker.errors.DockerException`` only
+        no ``assert`` (nothing would prove they ran), ``raydist.sandbox.SandboxError`` only
         when a failed sandbox cannot be replaced (the daemon is gone).
         """
         for program in programs:
@@ -257,7 +254,7 @@ class ProgramRunner:
                 slot.sandbox.write_files(files, root=HOME)
             output = slot.sandbox.exec(command, cwd="/", env=env,
                                        timeout=len(programs) * (limits.wall_seconds + 1 + SLACK_SECONDS)).output
-        except (DockerException, OSError) as error:
+        except (SandboxError, OSError) as error:
             return [None] * len(programs), f"the sandbox failed: {error}"
         return parse_batch_output(output, token, proofs, limits)
 
@@ -265,8 +262,8 @@ class ProgramRunner:
 
     def _start_sandbox(self, uid: int) -> Sandbox:
         limits = self.limits
-        sandbox = Sandbox.create(
-            self.client, self.image,
+        sandbox = self.provider.create(
+            self.image,
             limits=Limits(cpus=1.0, memory=f"{limits.memory_mb + limits.scratch_mb + HARNESS_MB}m",
                           pids=limits.max_processes + HARNESS_PIDS),
             labels={"raydist.role": "programs"}, name=f"programs-{self._run_id}-{self.first_uid - uid}",

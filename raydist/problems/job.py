@@ -85,8 +85,9 @@ class ProblemsJob:
         return self.settings.benchmark.get("limit")
 
     @property
-    def docker_host(self) -> str | None:
-        return self.settings.sandbox.get("docker_host")
+    def sandbox_at(self) -> tuple[str, str | None]:
+        """``(sandbox.provider, sandbox.docker_host)``: where programs run (``raydist.sandbox.connect``)."""
+        return self.settings.sandbox.get("provider") or "docker", self.settings.sandbox.get("docker_host")
 
     @property
     def base_image(self) -> str | None:

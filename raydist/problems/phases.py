@@ -163,7 +163,7 @@ def validate(job: ProblemsJob, generated: Generated, image: str | None, *, run: 
             != digest[v.variant_id]]
     if run and todo:
         limits, workers = job.execution.limits(), job.execution.workers
-        for variant, ok in zip(todo, canonical_check(todo, job.docker_host, image, limits, workers)):
+        for variant, ok in zip(todo, canonical_check(todo, job.sandbox_at, image, limits, workers)):
             checks[variant.variant_id] = {"digest": digest[variant.variant_id], "canonical_passed": ok}
             store.put(variant.variant_id, checks[variant.variant_id])
     passed = {k: c["canonical_passed"] for k, c in checks.items() if c.get("digest") == digest.get(k)}
@@ -208,7 +208,7 @@ def execute(job: ProblemsJob, seed_set: Seeds, validated: Validated, image: str 
                 store.put(keys[out["item_id"]], out)
                 records[keys[out["item_id"]]] = out
 
-            args = (ev, job.execution.limits(), hosted_answers(job), job.docker_host, image, job.execution.workers,
+            args = (ev, job.execution.limits(), hosted_answers(job), job.sandbox_at, image, job.execution.workers,
                     job.requests)
             left = fan_out(evaluate_one, todo,
                            lambda i, endpoint=endpoint, model=model, args=args: (i, endpoint, model, *args),

@@ -56,18 +56,21 @@ def item_of(variant):
                 variant.test_setup)
 
 
-def canonical_check(variants: list, docker_host, image: str, limits: dict, workers: int = 1) -> list[bool]:
+def canonical_check(variants: list, sandbox_at: tuple[str, str | None], image: str, limits: dict,
+                    workers: int = 1) -> list[bool]:
     """Whether each ``Variant``'s canonical solution passes the variant's tests in the sandbox
-    (a variant keeps the seed's tests and canonical solution, so this must hold, §3.2)."""
+    (a variant keeps the seed's tests and canonical solution, so this must hold, §3.2);
+    ``sandbox_at`` is ``(provider, address)`` (``raydist.sandbox.connect``)."""
     programs = [program_for(item_of(v), v.canonical_solution) for v in variants]
     if not programs:
         return []
-    with ProgramRunner(connect(docker_host), image, limits=ExecLimits(**limits), workers=workers) as runner:
+    with ProgramRunner(connect(*sandbox_at), image, limits=ExecLimits(**limits), workers=workers) as runner:
         return [r.passed for r in runner.run_many(programs)]
 
 
-def evaluate_one(item, endpoint: ModelEndpoint, model: str, ev: Evaluation, limits: dict, cache, docker_host,
-                 image: str, workers: int = 1, requests: Requests | None = None) -> dict:
+def evaluate_one(item, endpoint: ModelEndpoint, model: str, ev: Evaluation, limits: dict, cache,
+                 sandbox_at: tuple[str, str | None], image: str, workers: int = 1,
+                 requests: Requests | None = None) -> dict:
     """n completions of ``item`` by ``model``, each scored in the sandbox: a record with one
     entry per sample (``passed``, ``status``, ``seconds``, ``solution``) and the LLM calls; a
     failed model call is recorded as the record's ``error`` (never dropped)."""
@@ -85,7 +88,7 @@ def evaluate_one(item, endpoint: ModelEndpoint, model: str, ev: Evaluation, limi
         record["calls"] = llm.calls
         return record
     solutions = [extract_solution(a, item.prompt, item.entry_point) for a in answers]
-    with ProgramRunner(connect(docker_host), image, limits=ExecLimits(**limits), workers=workers) as runner:
+    with ProgramRunner(connect(*sandbox_at), image, limits=ExecLimits(**limits), workers=workers) as runner:
         results = runner.run_many([program_for(item, s) for s in solutions])
     record["samples"] = [{"passed": r.passed, "status": r.status, "seconds": round(r.seconds, 3), "solution": s}
                          for r, s in zip(results, solutions)]

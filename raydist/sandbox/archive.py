@@ -4,7 +4,7 @@ from __future__ import annotations
 import io
 import tarfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 
 def pack_files(members: Mapping[str, str | bytes], mode: int = 0o644, *, owner: tuple[int, int] = (0, 0),
@@ -58,3 +58,25 @@ def unpack_single(archive: bytes, label: str) -> bytes:
         if stream is None:  # a regular member always has a stream
             raise IsADirectoryError(f"{label} is not a regular file in the sandbox")
         return stream.read()
+
+
+class ChunkReader(io.RawIOBase):
+    """A file object over an archive's chunks (an iterable of ``bytes``), read once, front to back."""
+
+    def __init__(self, chunks: Iterable[bytes]) -> None:
+        self._chunks: Iterator[bytes] = iter(chunks)
+        self._buffer = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, target) -> int:  # type: ignore[override]
+        while not self._buffer:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return 0
+            self._buffer = chunk
+        n = min(len(target), len(self._buffer))
+        target[:n], self._buffer = self._buffer[:n], self._buffer[n:]
+        return n
+

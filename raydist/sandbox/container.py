@@ -30,32 +30,36 @@ What bounds what (every sandbox, agent and grading alike):
 """
 from __future__ import annotations
 
+import io
+import os
 import re
 import secrets
+import shutil
+import tarfile
 import tempfile
 import threading
 import time
 from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
 
 import docker
 from docker.errors import APIError, NotFound
-from docker.types import DriverConfig, Mount, Ulimit
-from docker.utils import parse_bytes
+from docker.types import DriverConfig, Mount
 
-from raydist.sandbox.archive import pack_files, unpack_single
+from raydist.sandbox.archive import ChunkReader, pack_files, unpack_single
 from raydist.sandbox.command import (
     HOST_SLACK,
     KILL_GRACE,
-    LOG_DIR,
-    LOG_SIZE,
     TIMEOUT_CODES,
     ExecResult,
     split_trailer,
     wrapped_command,
 )
-from raydist.sandbox.engine import OWNER_LABEL, address_of, owner_label
-from raydist.sandbox.limits import Limits
-from raydist.sandbox.reaper import reaped
+from raydist.sandbox.engine import OWNER_LABEL, owner_label
+
+if TYPE_CHECKING:
+    from raydist.sandbox.provider import SandboxProvider
 
 # Capabilities a root process in a sandbox keeps (the bounding set of every process in it):
 # enough to chown/chmod files of other owners, signal and switch to other ids (a harness that
@@ -138,8 +142,9 @@ def _resolve(root: str, relpath: str) -> str:
 class Sandbox:
     """A running container plus the operations raydist needs on it."""
 
-    def __init__(self, client: docker.DockerClient, container) -> None:
-        self.client = client
+    def __init__(self, provider: SandboxProvider, container) -> None:
+        self.provider = provider
+        self.client: docker.DockerClient = provider.client
         self.container = container
         self.name: str = container.name
         self._owner: tuple[int, int] | None = None
@@ -162,88 +167,9 @@ class Sandbox:
         return self._owner
 
     @classmethod
-    def create(
-        cls,
-        client: docker.DockerClient,
-        image: str,
-        *,
-        limits: Limits | None = None,
-        labels: Mapping[str, str] | None = None,
-        name: str | None = None,
-        network: str = "none",
-        tmpfs: Mapping[str, str] | None = None,
-        user: str | None = None,
-    ) -> Sandbox:
-        """Start a detached, hardened ``sleep infinity`` container from ``image``.
-
-        ``name`` is a hint: the container is named ``raydist-<hint>-<8 hex>``. ``labels`` are
-        added to ``raydist.owner=<host>:<pid>``. ``tmpfs`` maps container paths to tmpfs mount
-        options (``{"/tmp": "size=64m,mode=0755"}``); their pages count against ``limits.memory``,
-        and a ``/tmp`` given there replaces the ``/tmp`` volume. Commands run as the image's
-        user with the hardening of the module docstring; ``/testbed`` (when the image has one
-        and ``limits.testbed_size`` is set) is a bounded tmpfs volume holding a copy of the
-        image's ``/testbed``, owners and modes kept. ``user`` overrides the image's user
-        (grading runs as ``root`` to run the tests as an unprivileged user of its own).
-        Should this process die without removing it, its reaper does within
-        ``raydist.sandbox.reaper.REAP_BOUND`` seconds.
-
-        Raises ``docker.errors.ImageNotFound`` when the image is absent.
-        """
-        with reaped(address_of(client)):
-            return cls._create(client, image, limits=limits or Limits(), labels=labels, name=name,
-                               network=network, tmpfs=tmpfs, user=user)
-
-    @classmethod
-    def _create(cls, client: docker.DockerClient, image: str, *, limits: Limits, labels: Mapping[str, str] | None,
-                name: str | None, network: str, tmpfs: Mapping[str, str] | None, user: str | None) -> Sandbox:
-        all_labels = {OWNER_LABEL: owner_label(), **(labels or {})}
-        tmpfs = dict(tmpfs or {})
-        mounts = [_tmpfs_volume(LOG_DIR, LOG_SIZE, "mode=1777")]
-        if "/tmp" not in tmpfs:
-            mounts.append(_tmpfs_volume("/tmp", parse_bytes(limits.tmp_size), "mode=1777"))
-        testbed = None
-        if limits.testbed_size is not None and TESTBED not in tmpfs:
-            testbed = _image_testbed(client, image)
-        if testbed is not None:
-            grow = parse_bytes(limits.testbed_size)
-            mounts.append(_tmpfs_volume(TESTBED, _tell(testbed) + grow))
-        file_size = parse_bytes(limits.file_size)
-        try:
-            container = client.containers.run(
-                image,
-                command=["sleep", "infinity"],
-                name=_container_name(name),
-                detach=True,
-                labels=all_labels,
-                network_mode=network,
-                nano_cpus=int(limits.cpus * 1e9),
-                mem_limit=limits.memory,
-                memswap_limit=limits.memory,
-                pids_limit=limits.pids,
-                cap_drop=["ALL"],
-                cap_add=list(CAPABILITIES),
-                security_opt=["no-new-privileges"],
-                ulimits=[Ulimit(name="fsize", soft=file_size, hard=file_size)],
-                # An init as PID 1 reaps orphans; without it killed process trees linger as
-                # zombies that keep counting against the PID limit.
-                init=True,
-                tmpfs=tmpfs,
-                mounts=mounts,
-                **({"user": user} if user else {}),
-            )
-            box = cls(client, container)
-            box.memory = limits.memory
-            box._keepalive = _keepalive_pid(container)
-            if testbed is not None:
-                try:
-                    container.put_archive("/", testbed)
-                except BaseException:
-                    box.remove()
-                    raise
-        finally:
-            if testbed is not None:
-                testbed.close()
-        return box
+    def create(cls, provider: SandboxProvider, image: str, **options) -> Sandbox:
+        """``provider.create(image, **options)`` (``raydist.sandbox.provider.SandboxProvider.create``)."""
+        return provider.create(image, **options)
 
     def exec(
         self,
@@ -350,6 +276,43 @@ class Sandbox:
                 continue
             out[rel] = unpack_single(b"".join(stream), rel)
         return out
+
+    def read_tree(self, root: str = TESTBED) -> IO[bytes] | None:
+        """The tree under ``root`` as an uncompressed tar stream (a file object read once, front
+        to back; member names start with ``root``'s last component), read through the engine's
+        archive API, not through tools in the sandbox; ``None`` when ``root`` is absent (an agent
+        removed ``/testbed``)."""
+        try:
+            stream, _ = self.container.get_archive(root)
+        except NotFound:
+            return None
+        return io.BufferedReader(ChunkReader(stream))
+
+    def copy_out(self, path: str, dest: Path) -> Path:
+        """Copy the file or directory ``path`` (absolute, in the sandbox) to ``dest`` on the host,
+        which it becomes (like ``docker cp``). Extracted with tarfile's ``data`` filter: bytes,
+        executable bits and relative links kept; owners, setuid/setgid bits and group/other
+        write not. ``dest``'s parent must exist; an existing ``dest`` is replaced. Returns ``dest``.
+
+        Raises ``FileNotFoundError`` naming ``path`` when it is absent, ``ValueError`` for a
+        relative ``path``, ``tarfile.FilterError`` for a link pointing outside ``path``."""
+        if not path.startswith("/"):
+            raise ValueError(f"copy_out path {path!r} must be absolute")
+        dest = Path(dest)
+        tree = self.read_tree(path)
+        if tree is None:
+            raise FileNotFoundError(f"{path} does not exist in sandbox {self.name}")
+        staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
+        try:
+            with tree, tarfile.open(fileobj=tree, mode="r|") as archive:
+                archive.extractall(staging, filter="data")
+            [top] = list(staging.iterdir())
+            if dest.is_dir() and not dest.is_symlink():
+                shutil.rmtree(dest)
+            os.replace(top, dest)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return dest
 
     def remove(self) -> None:
         """Force-remove the container; calling it again is harmless."""

@@ -19,10 +19,11 @@ _addresses: weakref.WeakKeyDictionary[docker.DockerClient, str] = weakref.WeakKe
 
 
 class SandboxUnavailable(RuntimeError):
-    """The Docker daemon cannot be reached."""
+    """The engine of a sandbox provider (the Docker daemon, ...) cannot be reached."""
 
 
-def connect(docker_host: str | None = None, timeout: float = 10) -> docker.DockerClient:
+def connect(docker_host: str | None = None, timeout: float = 10, *, what: str = "the Docker daemon",
+            how: str = "start it with `bash launch/setup.sh`, or set sandbox.docker_host") -> docker.DockerClient:
     """Return a client for the Docker daemon at ``docker_host`` after a successful ping.
 
     ``docker_host`` is a URL such as ``unix:///var/run/docker.sock`` or ``tcp://host:2375``;
@@ -30,7 +31,8 @@ def connect(docker_host: str | None = None, timeout: float = 10) -> docker.Docke
     ping; later calls get ``API_TIMEOUT``, since committing or removing a container holding a
     large environment legitimately takes longer (exec output is streamed without a timeout).
 
-    Raises ``SandboxUnavailable`` naming the address tried and how to start the daemon.
+    Raises ``SandboxUnavailable``: "cannot reach ``what`` at <address> (<why>); ``how``". The
+    rest of raydist connects through a provider (``raydist.sandbox.registry.connect``).
     """
     address = docker_host or os.environ.get("DOCKER_HOST") or DEFAULT_ADDRESS
     try:
@@ -39,9 +41,7 @@ def connect(docker_host: str | None = None, timeout: float = 10) -> docker.Docke
         client.api.timeout = max(timeout, API_TIMEOUT)
     except (DockerException, OSError) as exc:
         raise SandboxUnavailable(
-            f"cannot reach the Docker daemon at {address} ({exc}); "
-            "start it with `bash launch/setup.sh`, or set sandbox.docker_host"
-        ) from exc
+            f"cannot reach {what} at {address} ({exc}); {how}") from exc
     _addresses[client] = address
     return client
 

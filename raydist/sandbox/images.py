@@ -19,11 +19,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import docker
-from docker.errors import ImageNotFound
-
 from raydist.sandbox import build_steps
-from raydist.sandbox.container import Limits, Sandbox
+from raydist.sandbox.container import Sandbox
+from raydist.sandbox.limits import Limits
+from raydist.sandbox.provider import SandboxProvider, as_provider
 from raydist.sandbox.sources import SourceError, build_requires, build_wheelhouse, fetch_sdist, file_lock, unpack_sdist
 
 INSTANCE_REPOSITORY = "raydist/instance"
@@ -63,19 +62,18 @@ def base_image_tag(override: str | None = None) -> str:
     return out.stdout.strip()
 
 
-def ensure_base_image(client: docker.DockerClient, tag: str | None = None) -> str:
-    """Return the base image tag (``tag`` or :func:`base_image_tag`) once it is present.
+def ensure_base_image(provider: SandboxProvider, tag: str | None = None) -> str:
+    """Return the base image tag (``tag`` or :func:`base_image_tag`) once ``provider`` holds it
+    (a docker-SDK client is taken as a ``DockerProvider``).
 
-    Raises ``BaseImageMissing`` naming the tag and ``bash launch/setup.sh`` when absent.
+    Raises ``BaseImageMissing`` naming the tag, the provider and ``bash launch/setup.sh`` when absent.
     """
+    provider = as_provider(provider)
     tag = base_image_tag(tag)
-    try:
-        client.images.get(tag)
-    except ImageNotFound:
+    if not provider.image_exists(tag):
         raise BaseImageMissing(
-            f"base image {tag} is not in the Docker daemon; build it with `bash launch/setup.sh` "
-            "(or `bash raydist/sandbox/base_image.sh`), or set sandbox.base_image to an existing tag"
-        ) from None
+            f"base image {tag} is not in {provider.engine_name}; build it with `bash launch/setup.sh` "
+            "(or `bash raydist/sandbox/base_image.sh`), or set sandbox.base_image to an existing tag")
     return tag
 
 
@@ -84,7 +82,7 @@ def instance_tag(recipe) -> str:
     return f"{INSTANCE_REPOSITORY}:{recipe.key()}"
 
 
-def ensure_instance_image(client: docker.DockerClient, recipe, *, base_tag: str | None = None,
+def ensure_instance_image(provider: SandboxProvider, recipe, *, base_tag: str | None = None,
                           cache_dir: Path, label: str | None = None) -> InstanceImage:
     """Return the instance image of ``recipe``, building it when its tag is absent.
 
@@ -98,6 +96,7 @@ def ensure_instance_image(client: docker.DockerClient, recipe, *, base_tag: str 
     Raises ``ImageBuildError`` naming the recipe, the failed step and the last output lines,
     and ``BaseImageMissing`` when the base image is absent.
     """
+    client = as_provider(provider)
     key = recipe.key()
     tag = instance_tag(recipe)
     cache_dir = Path(cache_dir)
@@ -108,22 +107,20 @@ def ensure_instance_image(client: docker.DockerClient, recipe, *, base_tag: str 
             base = ensure_base_image(client, base_tag)
             _build(client, recipe, base, tag, cache_dir, what)
         if not repo_dir.is_dir():
-            with Sandbox.create(client, tag, limits=Limits(), name=f"export-{key}",
-                                labels={"raydist.role": "repo-export"}) as box:
+            with client.create(tag, limits=Limits(), name=f"export-{key}",
+                               labels={"raydist.role": "repo-export"}) as box:
                 _export_repo(box, repo_dir, what)
     return InstanceImage(tag, repo_dir)
 
 
-def _image_current(client: docker.DockerClient, tag: str) -> bool:
+def _image_current(provider: SandboxProvider, tag: str) -> bool:
     """Whether ``tag`` exists and was built by today's steps (label ``raydist.build``)."""
-    try:
-        labels = client.images.get(tag).labels or {}
-    except ImageNotFound:
+    if not provider.image_exists(tag):
         return False
-    return labels.get("raydist.build") == build_steps.BUILD_VERSION
+    return provider.image_labels(tag).get("raydist.build") == build_steps.BUILD_VERSION
 
 
-def _build(client, recipe, base: str, tag: str, cache_dir: Path, what: str) -> None:
+def _build(client: SandboxProvider, recipe, base: str, tag: str, cache_dir: Path, what: str) -> None:
     with tempfile.TemporaryDirectory(prefix="raydist-src-") as tmp:
         try:
             source = unpack_sdist(fetch_sdist(recipe.sdist, cache_dir), Path(tmp))
@@ -131,13 +128,12 @@ def _build(client, recipe, base: str, tag: str, cache_dir: Path, what: str) -> N
                                       getattr(recipe, "python", "3.11"), cache_dir)
         except SourceError as exc:
             raise ImageBuildError(f"building {what} failed at step 'host sources': {exc}") from exc
-        with Sandbox.create(client, base, limits=BUILD_LIMITS, name=f"build-{recipe.key()}",
-                            labels={"raydist.role": "image-build"}) as box:
+        with client.create(base, limits=BUILD_LIMITS, name=f"build-{recipe.key()}",
+                           labels={"raydist.role": "image-build"}) as box:
             build_steps.copy_inputs(box, source, wheels, recipe.injected_patch)
             for step, command, env, timeout in build_steps.plan(recipe):
                 _run_step(box, step, command, env, timeout, what)
-            box.container.commit(repository=tag.split(":")[0], tag=tag.split(":")[1],
-                                 changes=build_steps.image_changes(recipe.key()))
+            client.commit(box, tag, changes=build_steps.image_changes(recipe.key()))
 
 
 def _run_step(box: Sandbox, step: str, command: str, env: dict, timeout: float, what: str) -> None:

@@ -41,8 +41,8 @@ class _ImageRunner:
     """A ``TestRunner`` that grades in a fresh container of the instance's image (built or
     reused by ``raydist.sandbox.ensure_instance_image`` with its cache under ``work``)."""
 
-    def __init__(self, work: Path, timeout: float):
-        self.work, self.timeout, self.client = work, timeout, connect(None)
+    def __init__(self, work: Path, timeout: float, provider: str = "docker", address: str | None = None):
+        self.work, self.timeout, self.client = work, timeout, connect(provider, address)
 
     def run(self, instance: Instance, patch: str):
         image = ensure_instance_image(self.client, recipe_of(instance), cache_dir=self.work / "images",
@@ -50,11 +50,14 @@ class _ImageRunner:
         return runner_for(self.client, instance, image.tag, timeout=self.timeout).run(instance, patch)
 
 
-def docker_runner(work: Path, timeout: float = 600) -> TestRunner:
-    """A runner that grades in a fresh container from the instance image
+def docker_runner(work: Path, timeout: float = 600, *, provider: str = "docker",
+                  address: str | None = None) -> TestRunner:
+    """A runner that grades in a fresh sandbox from the instance image
     (``raydist.grading.ContainerRunner``), the image (sdist + injected defect at ``/testbed``)
-    built or reused by ``raydist.sandbox.ensure_instance_image`` with its cache under ``work``."""
-    return _ImageRunner(work, timeout)
+    built or reused by ``raydist.sandbox.ensure_instance_image`` with its cache under ``work``;
+    the sandbox is ``provider``'s at ``address`` (``raydist.sandbox.connect``; ``ValueError`` for
+    an unknown provider, ``SandboxUnavailable`` when it cannot be reached)."""
+    return _ImageRunner(work, timeout, provider, address)
 
 
 def statuses(run: TestRunner, instance: Instance, patch: str) -> dict[str, str]:
@@ -85,13 +88,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("file", help="instance file (.jsonl/.json/.parquet) or 'builtin'")
     parser.add_argument("--ids", nargs="*", help="only these instance ids")
-    parser.add_argument("--runner", choices=("host", "docker"), default="host")
+    parser.add_argument("--runner", choices=("host", "docker"), default="host",
+                        help="host: a venv; docker: the instance image in a sandbox of --provider")
+    parser.add_argument("--provider", default="docker", help="sandbox provider of --runner docker (sandbox.provider)")
+    parser.add_argument("--address", help="its engine's address (sandbox.docker_host; default: the provider's)")
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "raydist-measure")
     parser.add_argument("--repeat", type=int, default=2, help="runs per state; a test must agree in all")
     parser.add_argument("--write", action="store_true", help="rewrite the file with the measured lists")
     args = parser.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
-    run = host_runner(args.work) if args.runner == "host" else docker_runner(args.work)
+    run = host_runner(args.work) if args.runner == "host" else docker_runner(
+        args.work, provider=args.provider, address=args.address)
     instances = load_instances(args.file)
     measured = []
     for instance in instances:

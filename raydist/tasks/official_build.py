@@ -18,14 +18,13 @@ no recipe, so raydist runs and grades it through the official path
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import shlex
 from pathlib import Path
 
 from raydist.grading.rules import log_parser_for
 from raydist.grading.test_files import touched_files
-from raydist.sandbox import connect
+from raydist.sandbox import SandboxProvider, as_provider, connect
 from raydist.sandbox.build_steps import AGENT_USER, VENV
 from raydist.sandbox.images import ensure_instance_image
 from raydist.sandbox.official import DEFAULT_NAMESPACE
@@ -63,7 +62,7 @@ def official_row(instance, image: str, log_parser: str = "parse_log_pytest") -> 
             "eval_type": "pass_and_fail"}
 
 
-def build_official_image(client, instance, *, cache_dir: Path, base_tag: str | None = None,
+def build_official_image(provider: SandboxProvider, instance, *, cache_dir: Path, base_tag: str | None = None,
                          namespace: str = DEFAULT_NAMESPACE) -> dict:
     """Build ``instance``'s image in the official layout (see the module docstring) from
     raydist's image of its recipe, tag it ``expected_image(instance_id, namespace)`` and
@@ -73,7 +72,8 @@ def build_official_image(client, instance, *, cache_dir: Path, base_tag: str | N
 
     if instance.recipe is None:
         raise ValueError(f"instance {instance.instance_id!r} has no sdist recipe to build an image from")
-    own = ensure_instance_image(client, instance.recipe, base_tag=base_tag, cache_dir=Path(cache_dir),
+    provider = as_provider(provider)
+    own = ensure_instance_image(provider, instance.recipe, base_tag=base_tag, cache_dir=Path(cache_dir),
                                 label=instance.instance_id)
     tag = expected_image(instance.instance_id, namespace)
     git = "git -c safe.directory='*' -C /testbed"
@@ -85,8 +85,7 @@ def build_official_image(client, instance, *, cache_dir: Path, base_tag: str | N
         f"{git} update-ref refs/replace/{instance.base_commit} HEAD && "
         f"chown -R {AGENT_USER}:{AGENT_USER} /testbed/.git",
         f"USER {AGENT_USER}", ""])
-    client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, network_mode="none", rm=True,
-                        forcerm=True, labels={"raydist.role": "official-layout", "raydist.from": own.tag})
+    provider.build_image(dockerfile, tag, labels={"raydist.role": "official-layout", "raydist.from": own.tag})
     return official_row(instance, tag, log_parser_for(instance)[0])
 
 
@@ -97,9 +96,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("instance_id")
     parser.add_argument("out")
     parser.add_argument("--cache-dir", default=str(Path.home() / ".cache" / "raydist"))
+    parser.add_argument("--provider", default="docker", help="sandbox provider to build with (sandbox.provider)")
+    parser.add_argument("--address", help="its engine's address (sandbox.docker_host; default: the provider's)")
     args = parser.parse_args(argv)
     [instance] = load_instances(args.rows, ids=[args.instance_id])
-    row = build_official_image(connect(None), instance, cache_dir=Path(args.cache_dir))
+    row = build_official_image(connect(args.provider, args.address), instance, cache_dir=Path(args.cache_dir))
     with open(args.out, "a", encoding="utf-8") as out:
         out.write(json.dumps(row) + "\n")
     print(f"{row['image']}\t{args.out}")
