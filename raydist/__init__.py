@@ -8,9 +8,10 @@ The small public API, one name per step of a run (each is loaded on first use, s
                                                                     raydist.cluster.unit_key
     build_view(instance, repo, level, seed) -> View                 raydist.views
     NamespaceTranslator, recover_patch(original, final) -> str      raydist.views
-    Sandbox.create(client, image, limits=Limits()) -> Sandbox       raydist.sandbox
+    connect(provider) -> SandboxProvider                            raydist.sandbox
+    provider.create(image, limits=Limits()) -> Sandbox              raydist.sandbox
     run_agent(view=, sandbox=, endpoint=, settings=)                raydist.agents
-    grade(client, instance, image, patch) -> GradeResult            raydist.grading
+    grade(provider, instance, image, patch) -> GradeResult          raydist.grading
     pass_at_k(n, c, k), dypass_at_k(results, k)                     raydist.problems.metrics
 """
 
