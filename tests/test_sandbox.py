@@ -240,6 +240,6 @@ def test_sweep_removes_dead_owner_and_keeps_live_one(client):
 
 def test_connect_names_the_address_and_the_remedy():
     with pytest.raises(SandboxUnavailable, match=r"^cannot reach the Docker daemon at "
-                       r"unix:///nonexistent/docker.sock .*bash launch/setup.sh.*sandbox.docker_host "
-                       r"\(sandbox.provider=docker\)$"):
+                       r"unix:///nonexistent/docker.sock .* for sandbox.provider=docker; "
+                       r"start it with `bash launch/setup.sh`, or set sandbox.docker_host$"):
         connect("docker", "unix:///nonexistent/docker.sock", timeout=2)

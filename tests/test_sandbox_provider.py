@@ -124,8 +124,8 @@ def test_an_unreachable_provider_names_the_engine_the_address_the_remedy_and_the
         connect("docker", dead, timeout=2)
     message = str(exc.value)
     assert message.startswith(f"cannot reach the Docker daemon at {dead} (")
-    assert message.endswith("); start it with `bash launch/setup.sh`, or set sandbox.docker_host "
-                            "(sandbox.provider=docker)")
+    assert message.endswith(") for sandbox.provider=docker; start it with `bash launch/setup.sh`, or set "
+                            "sandbox.docker_host")
 
 
 @pytest.mark.docker

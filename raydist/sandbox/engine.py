@@ -23,7 +23,8 @@ class SandboxUnavailable(RuntimeError):
 
 
 def connect(docker_host: str | None = None, timeout: float = 10, *, what: str = "the Docker daemon",
-            how: str = "start it with `bash launch/setup.sh`, or set sandbox.docker_host") -> docker.DockerClient:
+            how: str = "start it with `bash launch/setup.sh`, or set sandbox.docker_host",
+            provider: str | None = None) -> docker.DockerClient:
     """Return a client for the Docker daemon at ``docker_host`` after a successful ping.
 
     ``docker_host`` is a URL such as ``unix:///var/run/docker.sock`` or ``tcp://host:2375``;
@@ -31,7 +32,8 @@ def connect(docker_host: str | None = None, timeout: float = 10, *, what: str = 
     ping; later calls get ``API_TIMEOUT``, since committing or removing a container holding a
     large environment legitimately takes longer (exec output is streamed without a timeout).
 
-    Raises ``SandboxUnavailable``: "cannot reach ``what`` at <address> (<why>); ``how``". The
+    Raises ``SandboxUnavailable``: "cannot reach ``what`` at <address> (<why>) for
+    sandbox.provider=``provider``; ``how``" (without "for ..." when ``provider`` is None). The
     rest of raydist connects through a provider (``raydist.sandbox.registry.connect``).
     """
     address = docker_host or os.environ.get("DOCKER_HOST") or DEFAULT_ADDRESS
@@ -41,7 +43,8 @@ def connect(docker_host: str | None = None, timeout: float = 10, *, what: str = 
         client.api.timeout = max(timeout, API_TIMEOUT)
     except (DockerException, OSError) as exc:
         raise SandboxUnavailable(
-            f"cannot reach {what} at {address} ({exc}); {how}") from exc
+            f"cannot reach {what} at {address} ({exc})"
+            f"{f' for sandbox.provider={provider}' if provider else ''}; {how}") from exc
     _addresses[client] = address
     return client
 

@@ -73,11 +73,10 @@ class SandboxProvider(abc.ABC):
         ``default_address()``) after a successful ping; ``timeout`` (seconds) bounds the ping,
         later calls get ``engine.API_TIMEOUT``.
 
-        Raises ``SandboxUnavailable`` naming the engine, the address, how to start it and the
-        provider (``sandbox.provider=<name>``)."""
+        Raises ``SandboxUnavailable``: "cannot reach <engine> at <address> (<why>) for
+        sandbox.provider=<name>; <how to start it>"."""
         address = address or cls.default_address()
-        client = engine.connect(address, timeout, what=cls.engine_name,
-                                how=f"{cls.how_to_start} (sandbox.provider={cls.name})")
+        client = engine.connect(address, timeout, what=cls.engine_name, how=cls.how_to_start, provider=cls.name)
         return cls(client, address)
 
     # --- sandboxes ---------------------------------------------------------------------------
