@@ -250,6 +250,7 @@ def test_the_driver_writes_the_settings_record_of_a_run_it_started(finished):
     config = (run_dir / ".hydra" / "config.yaml").read_text()
     assert f"output_root: {out}\n" in config  # resolved, absolute
     assert "name: builtin\n" in config
+    assert "\nsandbox:\n  provider: docker\n" in config  # keyless, but recorded with the launch's settings
     assert (run_dir / ".hydra" / "overrides.yaml").read_text() == "".join(
         f"- {o}\n" for o in (f"output_root={out}", *SMALL))
 
