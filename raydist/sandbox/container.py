@@ -140,7 +140,8 @@ def _resolve(root: str, relpath: str) -> str:
 
 
 class Sandbox:
-    """A running container plus the operations raydist needs on it."""
+    """A running sandbox of a ``provider`` (``raydist.sandbox.provider``) plus the operations raydist
+    needs on it; made by ``SandboxProvider.create``."""
 
     def __init__(self, provider: SandboxProvider, container) -> None:
         self.provider = provider
