@@ -72,7 +72,7 @@ def main() -> None:
     parser.add_argument("--cache-dir", default=os.environ.get("RAYDIST_CACHE_DIR")
                         or str(Path.home() / ".cache" / "raydist"))
     args = parser.parse_args()
-    client = connect()
+    client = connect().client
     base = inspect(client, base_image_tag())
     if base is None:
         raise SystemExit(f"base image {base_image_tag()} is absent: bash launch/setup.sh")

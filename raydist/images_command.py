@@ -84,7 +84,7 @@ def images_main(args: argparse.Namespace) -> int:
 
     cache_dir = args.cache_dir or os.environ.get("RAYDIST_CACHE_DIR") or str(Path.home() / ".cache" / "raydist")
     try:
-        client = connect(args.docker_host)
+        client = connect(address=args.docker_host).client  # footprint reads the engine's image store
         ledger = read_ledger(cache_dir)
     except (SandboxUnavailable, ValueError) as exc:
         print(f"raydist: error: {exc}", file=sys.stderr)

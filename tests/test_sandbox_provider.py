@@ -31,7 +31,9 @@ SEAM = PACKAGE / "sandbox"
 #: Modules outside ``raydist/sandbox`` that may import docker, and why. ``raydist/outcomes.py``
 #: classifies a unit's exception (``docker.errors.DockerException`` is an infrastructure failure)
 #: with a deferred import, reaching no engine: an exception's type is all it reads.
-DOCKER_IMPORTERS = {"raydist/outcomes.py"}
+#: ``raydist/images_command.py`` names a refused image removal by ``docker.errors.APIError``
+#: (its image store is read through ``raydist.sandbox.footprint``).
+DOCKER_IMPORTERS = {"raydist/outcomes.py", "raydist/images_command.py"}
 #: What a sandbox or provider holds of its engine, never touched outside the seam.
 ENGINE_ATTRIBUTES = ("containers", "images", "api")
 
