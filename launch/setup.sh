@@ -9,6 +9,8 @@
 #   packages  Debian packages the project needs (docker.io, debootstrap, git, patch, ...)
 #   docker    a Docker daemon that answers; started in the background when none does
 #   image     the offline base image (raydist/sandbox/base_image.sh, shipped in the package)
+#   podman    Podman's API service (sandbox.provider=podman) answering on $RAYDIST_PODMAN_SOCKET,
+#             started in the background when none does, with the base image in Podman's store
 #   venv      .venv with Python 3.11 and `pip install -e '.[local,analysis,dev]'`, stamped with
 #             pyproject's hash and the extras
 #   server    llama.cpp's llama-server, the embedded model's server, compiled once per machine from
@@ -20,6 +22,10 @@
 #   RAYDIST_DOCKERD_ARGS  flags for a dockerd started here (default: no bridge, no iptables,
 #                         which suits a machine without container networking; set it to ""
 #                         on a cluster node whose containers need ordinary networking)
+#   RAYDIST_PROVIDERS     the sandbox engines prepared (default "docker podman"); a site without
+#                         a root Docker daemon sets "podman" and runs sandbox.provider=podman
+#   RAYDIST_PODMAN_SOCKET where Podman's API service listens (default /run/raydist-podman.sock,
+#                         sandbox.podman_socket's default)
 #   RAYDIST_EXTRAS        extras installed into .venv (default local,analysis,dev: everything the
 #                         tests need). A CPU worker node needs none (""): core runs units; local adds
 #                         the embedded llama.cpp model, analysis the report's models, gpu vLLM
@@ -31,6 +37,10 @@ STAMP="$VENV/.raydist-install-stamp"
 EXTRAS=${RAYDIST_EXTRAS-local,analysis,dev}
 DOCKERD_LOG=/var/log/raydist-dockerd.log
 DOCKERD_WAIT_SECONDS=90
+PROVIDERS=${RAYDIST_PROVIDERS-docker podman}
+PODMAN_SOCKET=${RAYDIST_PODMAN_SOCKET:-/run/raydist-podman.sock}
+PODMAN_LOG=/var/log/raydist-podman.log
+PODMAN_WAIT_SECONDS=30
 
 usage() {
   sed -n '2,7p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
@@ -64,10 +74,22 @@ python_minor() {  # prints e.g. 3.11 for the interpreter $1, or nothing if it do
   "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || true
 }
 
+uses() {  # true when the sandbox engine $1 is one of RAYDIST_PROVIDERS
+  [[ " $PROVIDERS " == *" $1 "* ]]
+}
+
 # ---------------------------------------------------------------- packages
 ensure_packages() {
   local missing=()
-  command -v dockerd >/dev/null || missing+=(docker.io)  # the CLI alone may exist without it
+  if uses docker; then
+    command -v dockerd >/dev/null || missing+=(docker.io)  # the CLI alone may exist without it
+  fi
+  if uses podman; then
+    command -v podman >/dev/null || missing+=(podman)
+    command -v catatonit >/dev/null || missing+=(catatonit)  # the init of `--init` (podman-init)
+    command -v newuidmap >/dev/null || missing+=(uidmap)  # the user namespace of rootless Podman
+    command -v curl >/dev/null || missing+=(curl)  # asks the API service whether it answers
+  fi
   command -v debootstrap >/dev/null || missing+=(debootstrap)
   command -v git >/dev/null || missing+=(git)
   command -v patch >/dev/null || missing+=(patch)
@@ -155,6 +177,48 @@ ensure_base_image() {
     || die "building the base image failed (raydist/sandbox/base_image.sh); see the messages above"
 }
 
+# ---------------------------------------------------------------- podman
+podman_answers() {
+  [ -S "$PODMAN_SOCKET" ] && curl -sf --max-time 5 --unix-socket "$PODMAN_SOCKET" http://podman/_ping >/dev/null 2>&1
+}
+
+ensure_podman() {
+  if podman_answers; then
+    echo "Podman's API service answers on $PODMAN_SOCKET; leaving it as it is"
+  else
+    # A service that died leaves its socket file, and a new one cannot bind over it.
+    as_root rm -f "$PODMAN_SOCKET"
+    echo "starting podman system service on unix://$PODMAN_SOCKET (log: $PODMAN_LOG)"
+    # setsid: the service must outlive this script; --time=0: it never exits when idle.
+    as_root setsid nohup podman system service --time=0 "unix://$PODMAN_SOCKET" </dev/null >>"$PODMAN_LOG" 2>&1 &
+    local waited=0
+    until podman_answers; do
+      if [ "$waited" -ge "$PODMAN_WAIT_SECONDS" ]; then
+        echo "setup.sh: error: Podman's API service did not answer on $PODMAN_SOCKET within ${waited}s; last lines of $PODMAN_LOG:" >&2
+        tail -n 20 "$PODMAN_LOG" >&2 || true
+        die "fix the cause above (or start 'podman system service' yourself), then re-run setup.sh"
+      fi
+      sleep 1
+      waited=$((waited + 1))
+    done
+    echo "Podman's API service answers after ${waited}s"
+  fi
+  # The base image in Podman's store: copied from Docker's when it has it (seconds), else
+  # built by the same recipe with podman (a site without Docker).
+  local tag
+  tag=$(bash "$ROOT/raydist/sandbox/base_image.sh" --print-tag)
+  if as_root podman image exists "$tag"; then
+    echo "base image $tag present in Podman's store"
+  elif uses docker && docker image inspect "$tag" >/dev/null 2>&1; then
+    echo "copying base image $tag from Docker into Podman's store"
+    docker save "$tag" | as_root podman load -q >/dev/null \
+      || die "copying $tag into Podman's store failed ('docker save $tag | podman load'); run it by hand to see why"
+  else
+    as_root env RAYDIST_ENGINE=podman bash "$ROOT/raydist/sandbox/base_image.sh" \
+      || die "building the base image with podman failed (raydist/sandbox/base_image.sh); see the messages above"
+  fi
+}
+
 # ---------------------------------------------------------------- venv
 install_stamp() {
   # Anything that should force a reinstall goes into this hash.
@@ -232,8 +296,13 @@ EOF
 setup_all() {
   local start=$SECONDS
   phase packages ensure_packages
-  phase docker ensure_docker
-  phase image ensure_base_image
+  if uses docker; then
+    phase docker ensure_docker
+    phase image ensure_base_image
+  fi
+  if uses podman; then
+    phase podman ensure_podman
+  fi
   phase venv ensure_venv
   if [[ ",$EXTRAS," == *,local,* ]]; then
     phase server ensure_llama_server
