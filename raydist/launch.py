@@ -36,6 +36,7 @@ from raydist.driver.drive import run_job
 from raydist.driver.dry_run import print_plan
 from raydist.driver.plan import JobError, plan_job
 from raydist.driver.preflight import plan_launch, preflight
+from raydist.sandbox.settings import sandbox_at
 
 
 def view_dir(levels, seeds) -> str:
@@ -76,7 +77,7 @@ def launch(cfg: DictConfig, run_dir: str) -> int:
 
 ENTRY = launcher.Entry(
     config_name="config", run=launch, preflight=preflight,
-    sandbox=lambda cfg: (cfg.sandbox.provider, cfg.sandbox.docker_host),
+    sandbox=lambda cfg: sandbox_at(cfg.sandbox),
     # 2: refused before it ran (a setting, a run directory in use); a dry run writes no table
     ran=lambda cfg, status: status != launcher.EXIT_SETTING and not cfg.dry_run)
 """The main job as the launcher skeleton runs it."""

@@ -101,10 +101,10 @@ def test_the_checker_finds_each_kind_of_planted_violation():
 def test_an_unknown_provider_names_the_setting_the_value_and_the_choices():
     with pytest.raises(ValueError) as exc:
         provider_class("nope")
-    assert str(exc.value) == "sandbox.provider='nope' is not a sandbox provider; choose one of: docker"
+    assert str(exc.value) == "sandbox.provider='nope' is not a sandbox provider; choose one of: docker, podman"
     with pytest.raises(ValueError) as exc:
         connect("nope")
-    assert str(exc.value) == "sandbox.provider='nope' is not a sandbox provider; choose one of: docker"
+    assert str(exc.value) == "sandbox.provider='nope' is not a sandbox provider; choose one of: docker, podman"
 
 
 def test_the_registry_holds_docker_and_refuses_a_second_class_under_its_name():
@@ -159,5 +159,5 @@ def test_a_plan_with_an_unknown_provider_exits_2_with_one_line(tmp_path):
                          cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert (run.returncode, run.stdout, run.stderr) == (
-        2, "", "raydist: error: sandbox.provider='nope' is not a sandbox provider; choose one of: docker\n")
+        2, "", "raydist: error: sandbox.provider='nope' is not a sandbox provider; choose one of: docker, podman\n")
     assert list(tmp_path.iterdir()) == []  # refused before any run folder was made

@@ -389,7 +389,8 @@ def _server_failure(exc: Exception) -> InfrastructureError:
 
 def _docker(job: Job):
     """The sandbox provider (``raydist.sandbox.SandboxProvider``) and the base image tag;
-    ``InfrastructureError`` when either is missing."""
+    ``InfrastructureError`` when either is missing, ``ClusterRefused`` (exit status 2) when the
+    provider cannot enforce ``sandbox.limits`` on its host (``SandboxProvider.check``)."""
     try:
         client = job.settings.sandbox.connect()
         base_image = ensure_base_image(client, job.settings.sandbox.base_image)
@@ -397,6 +398,10 @@ def _docker(job: Job):
         raise InfrastructureError(str(exc), cause="docker") from exc
     except BaseImageMissing as exc:
         raise InfrastructureError(str(exc), cause="base_image_missing") from exc
+    try:  # a provider that cannot enforce the limits (rootless Podman on cgroup v1) runs nothing
+        client.check(job.settings.sandbox.limits)
+    except ValueError as exc:
+        raise ClusterRefused(str(exc)) from exc
     removed = client.sweep_orphans()
     if removed:
         print(f"removed {removed} containers left by an earlier run that was killed", flush=True)

@@ -97,7 +97,7 @@ def build_offline_view(cfg, instance, level: str, seed: int):
     sandbox = cfg.sandbox
     records = {kind: run_preparation(PrepTask(instance.instance_id, seed, kind), instance, cfg.view,
                                      cache_dir=settings.cache_dir, grading_timeout_s=float(sandbox.grading_timeout_s),
-                                     provider=sandbox.provider, docker_host=sandbox.docker_host,
+                                     provider=sandbox.provider, docker_host=sandbox.address,
                                      base_image=sandbox.base_image,
                                      limits=sandbox.limits, image_namespace=sandbox.image_namespace)
                for kind in sorted(levels_needing(level))}

@@ -17,12 +17,12 @@ from raydist._util.storage import mirrored
 from raydist.cluster.scheduler import init_ray, interrupt_on_signals
 from raydist.models.admission import Admission
 from raydist.problems.job import ProblemsJob
-from raydist.problems.phases import execute, generate, seeds, validate
+from raydist.problems.phases import ProblemsError, execute, generate, seeds, validate
 from raydist.problems.records import check_run_dir
 from raydist.problems.report import report
 from raydist.problems.summary import metrics
 from raydist.results.budget import Spending
-from raydist.sandbox import connect, ensure_base_image
+from raydist.sandbox import Limits, connect, ensure_base_image
 
 __all__ = ["run_problems"]
 
@@ -75,8 +75,15 @@ def _append_spending(summary, spending: Spending) -> None:
 
 
 def _start(job: ProblemsJob) -> str:
-    """The sandbox's base image (built when missing) and Ray, started; the image's tag."""
-    image = ensure_base_image(connect(*job.sandbox_at), job.base_image)
+    """The sandbox's base image (built when missing) and Ray, started; the image's tag. Raises
+    ``ProblemsError`` (exit status 2) when the provider cannot enforce limits on its host
+    (``SandboxProvider.check``: rootless Podman on cgroup v1)."""
+    provider = connect(*job.sandbox_at)
+    try:
+        provider.check(Limits())
+    except ValueError as exc:
+        raise ProblemsError(str(exc)) from exc
+    image = ensure_base_image(provider, job.base_image)
     init_ray(job.ray)
     interrupt_on_signals()  # the launcher keeps every finished item and says how to resume
     return image

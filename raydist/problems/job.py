@@ -11,6 +11,7 @@ from raydist.cluster.scheduler import RayOptions
 from raydist.problems.agents import load_dyc_prompts
 from raydist.problems.config import Analysis, Evaluation, Execution, Generation, ProblemsSettings, Requests, as_data
 from raydist.problems.records import RUN_SETTINGS
+from raydist.sandbox.settings import sandbox_at as _sandbox_at
 
 __all__ = ["ProblemsJob"]
 
@@ -86,8 +87,9 @@ class ProblemsJob:
 
     @property
     def sandbox_at(self) -> tuple[str, str | None]:
-        """``(sandbox.provider, sandbox.docker_host)``: where programs run (``raydist.sandbox.connect``)."""
-        return self.settings.sandbox.get("provider") or "docker", self.settings.sandbox.get("docker_host")
+        """``(sandbox.provider, its address)``: where programs run (``raydist.sandbox.connect``;
+        ``raydist.sandbox.settings.sandbox_at``)."""
+        return _sandbox_at(self.settings.sandbox)
 
     @property
     def base_image(self) -> str | None:

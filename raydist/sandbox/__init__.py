@@ -4,6 +4,7 @@ Public API (docs/architecture.md, ``raydist.sandbox``)::
 
     connect, PROVIDERS, register, provider_class                  registry
     SandboxProvider, DockerProvider, SandboxError, as_provider    provider
+    PodmanProvider                                                podman
     SandboxUnavailable, owner_label                               engine
     Sandbox                                                       container
     Limits                                                        limits
@@ -26,11 +27,13 @@ from raydist.sandbox.images import (
     ensure_instance_image,
 )
 from raydist.sandbox.limits import Limits
+from raydist.sandbox.podman import PodmanProvider  # registers sandbox.provider=podman
 from raydist.sandbox.provider import DockerProvider, SandboxError, SandboxProvider, as_provider
 from raydist.sandbox.registry import PROVIDERS, connect, provider_class, register
 
 __all__ = [
     "PROVIDERS", "BaseImageMissing", "DockerProvider", "ExecResult", "ImageBuildError", "InstanceImage", "Limits",
-    "Sandbox", "SandboxError", "SandboxProvider", "SandboxUnavailable", "as_provider", "base_image_tag", "connect",
-    "ensure_base_image", "ensure_instance_image", "owner_label", "provider_class", "register",
+    "PodmanProvider", "Sandbox", "SandboxError", "SandboxProvider", "SandboxUnavailable", "as_provider",
+    "base_image_tag", "connect", "ensure_base_image", "ensure_instance_image", "owner_label", "provider_class",
+    "register",
 ]

@@ -6,13 +6,29 @@ whole (``raydist.cluster.unit_image.UnitSettings.sandbox``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from raydist._util.settings import keyless
 from raydist.sandbox.limits import Limits
+from raydist.sandbox.podman import DEFAULT_SOCKET
 from raydist.sandbox.provider import SandboxProvider
 from raydist.sandbox.registry import connect, provider_class
 
-__all__ = ["SandboxSettings"]
+__all__ = ["ADDRESS_SETTINGS", "SandboxSettings", "sandbox_at"]
+
+#: The setting that holds a provider's address, by provider; ``docker_host`` for any other.
+ADDRESS_SETTINGS = {"podman": "podman_socket"}
+
+
+def sandbox_at(sandbox: Any) -> tuple[str, str | None]:
+    """``(sandbox.provider, its address or None)`` of a ``sandbox`` node: ``SandboxSettings``, or
+    the composed config's node (a ``DictConfig`` or dict) before it is checked. The address is
+    ``podman_socket`` for Podman, ``docker_host`` otherwise (``raydist.sandbox.connect``'s
+    arguments)."""
+    def get(name: str) -> Any:
+        return sandbox.get(name) if hasattr(sandbox, "get") else getattr(sandbox, name, None)
+    provider = get("provider") or "docker"
+    return provider, get(ADDRESS_SETTINGS.get(provider, "docker_host"))
 
 
 @dataclass(frozen=True)
@@ -25,11 +41,16 @@ class SandboxSettings:
     """
 
     provider: str = keyless("docker")
-    """The engine sandboxes run on (``raydist.sandbox.registry.PROVIDERS``: ``docker``); part of
-    no key, as a result must not depend on it (issue 31), but recorded with the launch's settings."""
+    """The engine sandboxes run on (``raydist.sandbox.registry.PROVIDERS``: ``docker``,
+    ``podman``; ``sandbox=podman`` selects Podman); part of no key, as a result must not depend on
+    it (issue 31), but recorded with the launch's settings."""
     docker_host: str | None = keyless(None)
-    """URL of the provider's Docker-compatible API (``unix:///var/run/docker.sock``,
-    ``tcp://host:2375``); null: DOCKER_HOST or the local socket (part of no key)."""
+    """URL of Docker's API (``unix:///var/run/docker.sock``, ``tcp://host:2375``); null:
+    DOCKER_HOST or the local socket (part of no key)."""
+    podman_socket: str = keyless(DEFAULT_SOCKET)
+    """URL of Podman's API service (``podman system service``), used when ``provider`` is
+    ``podman``: ``launch/setup.sh`` starts it as root there; a rootless one is the user's own
+    socket (part of no key)."""
     base_image: str | None = None
     """Base image tag; null: the tag raydist/sandbox/base_image.sh builds."""
     network: str = "none"
@@ -45,8 +66,9 @@ class SandboxSettings:
 
     @property
     def address(self) -> str | None:
-        """Where ``provider``'s engine listens (``docker_host``); None: the provider's default."""
-        return self.docker_host
+        """Where ``provider``'s engine listens (``podman_socket`` for Podman, else ``docker_host``);
+        None: the provider's default (``sandbox_at``)."""
+        return sandbox_at(self)[1]
 
     def connect(self, timeout: float = 10) -> SandboxProvider:
         """The provider these settings name at ``address`` (``raydist.sandbox.registry.connect``).
