@@ -24,6 +24,7 @@ from raydist.sandbox import Limits, PodmanProvider, SandboxUnavailable, base_ima
 from raydist.sandbox.podman import DEFAULT_SOCKET
 from raydist.sandbox.reaper import REAP_BOUND
 from tests.conftest import _unavailable
+from tests.launches import launch, runs
 
 pytestmark = pytest.mark.podman
 REPO = Path(__file__).resolve().parents[1]
@@ -161,6 +162,20 @@ def test_a_sigkilled_owners_sandbox_is_removed_within_the_bound(podman):
         owner.wait()
         if not _gone(podman, name):
             podman.client.containers.get(name).remove(force=True, v=True)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_the_main_job_on_podman_resolves_every_instance_with_the_oracle_and_none_with_the_null_agent(podman, tmp_path):
+    """The main job's path (images, agent units, grading) on Podman at L0; the other levels are
+    measured by hand (README: Sandbox providers)."""
+    done = launch(tmp_path, "--multirun", "agent=oracle,null", "levels=[L0]", "sandbox=podman")
+    assert done.returncode == 0, done.stderr[-2000:]
+    oracle, null = (runs(tmp_path, "builtin", agent, "L0__s0") for agent in ("oracle", "null"))
+    assert (len(oracle), len(null)) == (6, 6)
+    assert [r["instance_id"] for r in oracle if not r["resolved"]] == []
+    assert [r["instance_id"] for r in null if r["resolved"]] == []
+    assert podman.client.containers.list(all=True, filters={"label": "raydist.owner"}) == []
 
 
 def test_connect_names_the_socket_and_the_remedy():

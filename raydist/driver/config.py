@@ -124,11 +124,12 @@ class LaunchConfig:
 #: Overrides the name of a ``--multirun`` job's directory leaves out besides paths and Hydra's
 #: own (``raydist._util.run_dirs.job_name`` patterns): the keys its path already names
 #: (benchmark, agent, model, levels, seeds, and the ``sweep`` group that sets levels and
-#: seeds) and those that are part of no unit key, as their fields are marked
+#: seeds), the ``sandbox`` group (``sandbox=podman`` picks the provider, part of no key: issue 31)
+#: and those that are part of no unit key, as their fields are marked
 #: (``raydist._util.settings.keyless``): where and how fast units run, what runs again, how
 #: long a model call may take, what the launch may spend, the dry run; and where a model
 #: server listens (``local_models`` entries have no schema).
-UNNAMED_OVERRIDES = ("benchmark", "benchmark.name", "agent", "model", "levels", "seeds", "sweep",
+UNNAMED_OVERRIDES = ("benchmark", "benchmark.name", "agent", "model", "levels", "seeds", "sweep", "sandbox",
                      *keyless_paths(LaunchConfig), "local_models.*.host", "local_models.*.replicas",
                      *(f"agents.*.{name}" for name in keyless_fields(AgentSettings)))
 
