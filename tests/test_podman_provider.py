@@ -287,3 +287,12 @@ def test_raydist_refuses_rootless_podman_without_cgroup_delegation(rootless):
         provider.create(base_image_tag(), limits=LIMITS, name="never")
     assert str(refused.value) == reason
     assert {c.id for c in provider.client.containers.list(all=True)} == before
+
+
+def test_a_launch_on_rootless_podman_without_cgroup_delegation_exits_2_with_one_line(rootless, tmp_path):
+    _, address = rootless
+    done = launch(tmp_path, "agent=oracle", "levels=[L0]", "sandbox=podman", f"sandbox.podman_socket={address}")
+    assert (done.returncode, done.stderr) == (2, (
+        f"raydist: error: sandbox.provider=podman at {address}: rootless Podman on cgroup v1 cannot enforce the "
+        "memory, pids and cpu limits (its containers get no memory, pids, cpu controller); run Podman as root, or on "
+        "a host with cgroup v2 delegating memory, pids and cpu to the user\n"))
