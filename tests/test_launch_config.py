@@ -24,7 +24,7 @@ from raydist.driver.preflight import job_overrides, preflight
 from raydist.launch import job_subdir, view_dir
 from raydist.outcomes import RetryPolicy
 from raydist.qa.judge import JudgeSettings
-from raydist.sandbox.container import Limits
+from raydist.sandbox import Limits
 from raydist.sandbox.settings import SandboxSettings
 from raydist.views.base import ViewOptions
 
@@ -170,7 +170,8 @@ def test_an_override_given_twice_names_the_job_once_with_its_last_value():
 def test_overrides_that_change_nothing_computed_leave_the_directory_as_it_is():
     assert job_subdir(["dry_run=true", "output_root=/tmp/x", "cache_dir=/tmp/c", "data_root=/d", "cluster=remote",
                        "cluster.max_concurrency=1", "resume.max_attempts=2", "resume.retry_errors=false",
-                       "sandbox.docker_host=unix:///x.sock", "view.request_timeout_base_s=9",
+                       "sandbox.docker_host=unix:///x.sock", "sandbox=podman", "sandbox.podman_socket=unix:///p.sock",
+                       "view.request_timeout_base_s=9",
                        "+agents.miniswe.request_timeout_s=900", "agents.miniswe.model_retries=1"]) == ""
     assert job_subdir(["cluster.max_concurrency=1", "sandbox.limits.memory=4g"]) == "/sandbox.limits.memory=4g"
 

@@ -40,7 +40,8 @@ def test_the_defaults_are_the_values_problems_yaml_held():
         "benchmark": {"source": None, "path": None, "split": "test", "ids": None, "instance_ids": None, "filter": "",
                       "slice": "", "format": "swebench", "repositories": None, "releases": None, "leakage": None,
                       "min_leakage": "repair_logic", "limit": None, "kind": "tasks", "dataset": None},
-        "sandbox": {"docker_host": None, "base_image": None, "network": "none", "grading_timeout_s": 900.0,
+        "sandbox": {"provider": "docker", "docker_host": None, "podman_socket": "unix:///run/raydist-podman.sock",
+                    "base_image": None, "network": "none", "grading_timeout_s": 900.0,
                     "image_namespace": "swebench",
                     "limits": {"cpus": 1.0, "memory": "2g", "pids": 512, "file_size": "1g", "tmp_size": "512m",
                                "testbed_size": "1g"}},
@@ -95,8 +96,9 @@ def test_every_setting_says_what_it_means():
     # the groups shared with the main launcher are checked by its schema (raydist.driver.config)
     ({"sandbox": {"limits": {"memory": "lots"}}}, "sandbox.limits: sandbox limit memory='lots' is not a positive "
                                                   "Docker size such as '512m' or '2g'; fix sandbox.limits"),
-    ({"sandbox": {"netwrok": "none"}}, "config key sandbox.netwrok: not a setting; allowed keys there: docker_host, "
-                                       "base_image, network, limits, grading_timeout_s, image_namespace"),
+    ({"sandbox": {"netwrok": "none"}}, "config key sandbox.netwrok: not a setting; allowed keys there: provider, "
+                                       "docker_host, podman_socket, base_image, network, limits, grading_timeout_s, "
+                                       "image_namespace"),
     ({"cluster": {"max_concurrency": 0}}, "cluster.max_concurrency=0: must be at least 1"),
 ])
 def test_a_wrong_setting_is_one_line_naming_the_key_and_what_it_takes(data, message):
