@@ -35,6 +35,7 @@ LIMITS = Limits(cpus=1.0, memory="256m", pids=64, file_size="100m", tmp_size="64
 # CHOWN DAC_OVERRIDE FOWNER FSETID KILL SETGID SETUID (raydist.sandbox.container.CAPABILITIES)
 KEPT_CAPS = "00000000000000fb"
 NO_CAPS = "0" * 16
+SLACK = 3.0  # seconds an exec may take beyond its command on a loaded 2-core machine
 
 
 class _DockerProvider:
@@ -173,11 +174,11 @@ def test_a_file_beyond_the_file_size_limit_is_refused_with_sigxfsz(box):
 def test_a_busy_loop_past_its_timeout_is_killed_at_the_timeout(box):
     done = box.exec("while :; do :; done", timeout=2, cwd="/")
     assert (done.returncode, done.timed_out, done.oom_killed) == (124, True, False)
-    assert 2 <= done.seconds < 4, done.seconds
+    assert 2 <= done.seconds < 2 + SLACK, done.seconds
     # One that ignores SIGTERM is killed KILL_GRACE seconds later.
     stubborn = box.exec("trap '' TERM; while :; do :; done", timeout=2, cwd="/")
     assert (stubborn.returncode, stubborn.timed_out) == (137, True)
-    assert 2 + KILL_GRACE <= stubborn.seconds < 4 + KILL_GRACE, stubborn.seconds
+    assert 2 + KILL_GRACE <= stubborn.seconds < 2 + KILL_GRACE + SLACK, stubborn.seconds
     # Nothing of them is left: beside the init (pid 1, the engine's own) only the keep-alive.
     left = box.exec("ps -e -o pid=,comm= | sort -n", timeout=30, cwd="/").output.split()[3::2]
     assert [c for c in left if c not in ("bash", "timeout", "ps", "sort")] == ["sleep"]
