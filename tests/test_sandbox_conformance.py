@@ -15,6 +15,7 @@ import os
 import socket
 import subprocess
 import sys
+import tarfile
 import textwrap
 import time
 from collections.abc import Iterator
@@ -22,10 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from raydist.sandbox import Limits, Sandbox, SandboxUnavailable, base_image_tag, connect, owner_label, sweep_orphans
+from raydist.sandbox import Limits, Sandbox, SandboxUnavailable, base_image_tag, owner_label
 from raydist.sandbox.command import KILL_GRACE
-from raydist.sandbox.engine import address_of
 from raydist.sandbox.reaper import REAP_BOUND, lock_path
+from raydist.sandbox.registry import PROVIDERS, connect
 
 pytestmark = pytest.mark.docker
 REPO = Path(__file__).resolve().parents[1]
@@ -38,44 +39,20 @@ NO_CAPS = "0" * 16
 SLACK = 3.0  # seconds an exec may take beyond its command on a loaded 2-core machine
 
 
-class _DockerProvider:
-    """The Docker daemon behind today's ``connect`` and ``Sandbox.create``, with the members the
-    suite uses of a provider: ``name``, ``client``, ``create``, ``sweep_orphans``."""
-
-    name = "docker"
-
-    def __init__(self) -> None:
-        self.client = connect()
-        self.address = address_of(self.client)
-
-    def create(self, image: str, **options) -> Sandbox:
-        return Sandbox.create(self.client, image, **options)
-
-    def sweep_orphans(self) -> int:
-        return sweep_orphans(self.client)
-
-
-PROVIDERS = ("docker",)
-
-
-def _connect(name: str) -> _DockerProvider:
-    return _DockerProvider()
-
-
 def _unavailable(reason: str) -> None:
     if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
         pytest.fail(f"{reason} (CI runs the conformance suite on every provider: launch/setup.sh starts them)")
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="module", params=PROVIDERS)
+@pytest.fixture(scope="module", params=sorted(PROVIDERS))
 def provider(request):
     """A connected provider whose base image exists, one per registered provider."""
     try:
-        connected = _connect(request.param)
+        connected = connect(request.param)
     except SandboxUnavailable as exc:
         _unavailable(f"sandbox provider {request.param!r} is unavailable: {exc}")
-    if not connected.client.images.list(name=base_image_tag()):
+    if not connected.image_exists(base_image_tag()):
         _unavailable(f"sandbox provider {request.param!r} has no base image {base_image_tag()}; "
                      "build it with `bash launch/setup.sh setup`")
     return connected
@@ -281,6 +258,29 @@ def test_files_written_for_a_non_root_user_are_its_own(provider):
         assert user_box.read_files(["a/b.txt"], root="/tmp") == {"a/b.txt": b"mine\r\nmore\n"}
 
 
+def test_the_tree_and_a_copy_out_keep_bytes_modes_owners_and_a_non_utf8_name(box, tmp_path):
+    """``read_tree`` keeps modes and owners; ``copy_out`` keeps bytes and modes (its ``data``
+    filter drops owners), and a file name that is not UTF-8 arrives as the same bytes."""
+    box.write_files(FILES, root="/tmp/tree")
+    box.exec("chmod 755 'every byte.bin' && chmod 600 crlf.txt && chown 1000:1000 crlf.txt && "
+             "printf 'bytes of a name not in UTF-8' > $'caf\\xe9'", timeout=30, cwd="/tmp/tree")
+    tree = box.read_tree("/tmp/tree")
+    assert tree is not None
+    with tree, tarfile.open(fileobj=tree, mode="r|") as archive:
+        files = {member.name: (member.mode & 0o7777, member.uid, member.gid, archive.extractfile(member).read())
+                 for member in archive if member.isfile()}
+    wanted = {path: content if isinstance(content, bytes) else content.encode() for path, content in FILES.items()}
+    modes = {"every byte.bin": (0o755, 0, 0), "crlf.txt": (0o600, 1000, 1000)}
+    assert files == {**{f"tree/{path}": (*modes.get(path, (0o644, 0, 0)), data) for path, data in wanted.items()},
+                     "tree/caf\udce9": (0o644, 0, 0, b"bytes of a name not in UTF-8")}
+    out = box.copy_out("/tmp/tree", tmp_path / "out")
+    copied = {str(p.relative_to(out)): (p.stat().st_mode & 0o7777, p.read_bytes())
+              for p in out.rglob("*") if p.is_file()}
+    assert copied == {**{path: (modes.get(path, (0o644,))[0], data) for path, data in wanted.items()},
+                      "caf\udce9": (0o644, b"bytes of a name not in UTF-8")}
+    assert os.listdir(os.fsencode(out)).count(b"caf\xe9") == 1
+
+
 # --- exec ------------------------------------------------------------------------------------
 
 
@@ -309,8 +309,9 @@ def test_exec_runs_in_cwd_with_env(box):
 # only a sweep removes.
 OWNER = textwrap.dedent(f"""
     import os, sys, time
-    from raydist.sandbox import Limits, Sandbox, connect, reaper
-    box = Sandbox.create(connect(), {base_image_tag()!r}, limits=Limits(memory="256m"), name="owner")
+    from raydist.sandbox import Limits, reaper
+    from raydist.sandbox.registry import connect
+    box = connect(sys.argv[1]).create({base_image_tag()!r}, limits=Limits(memory="256m"), name="owner")
     if sys.argv[2] == "orphan":
         reaper._reaper.kill()
         reaper._reaper.wait()
