@@ -213,6 +213,10 @@ def test_a_non_root_user_has_no_capability_at_all(provider):
         assert _status(user_box, "CapEff", "CapPrm", "CapInh", "CapAmb", "CapBnd", "NoNewPrivs") == {
             "CapEff": NO_CAPS, "CapPrm": NO_CAPS, "CapInh": NO_CAPS, "CapAmb": NO_CAPS, "CapBnd": KEPT_CAPS,
             "NoNewPrivs": "1"}
+        # So it cannot become root, nor read what only root may.
+        root = user_box.exec("python3 -c 'import os; os.setuid(0)'; cat /etc/shadow", timeout=30, cwd="/")
+        assert (root.returncode, root.output.splitlines()[-2:]) == (
+            1, ["PermissionError: [Errno 1] Operation not permitted", "cat: /etc/shadow: Permission denied"])
 
 
 # A setuid-root copy of python on the image's layer (the volumes are nosuid), run by uid 1000.
