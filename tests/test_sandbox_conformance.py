@@ -28,7 +28,6 @@ from raydist.sandbox.command import KILL_GRACE
 from raydist.sandbox.reaper import REAP_BOUND, lock_path
 from raydist.sandbox.registry import PROVIDERS, connect
 
-pytestmark = pytest.mark.docker
 REPO = Path(__file__).resolve().parents[1]
 MIB = 1 << 20
 PAGE = 4096
@@ -45,7 +44,8 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="module", params=sorted(PROVIDERS))
+@pytest.fixture(scope="module", params=[pytest.param(name, marks=getattr(pytest.mark, name))
+                                        for name in sorted(PROVIDERS)])
 def provider(request):
     """A connected provider whose base image exists, one per registered provider."""
     try:
