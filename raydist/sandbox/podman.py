@@ -28,6 +28,10 @@ cgroup v1, as root):
   Docker's containers inherit from dockerd.
 * Differs: a committed image is named ``docker.io/<repository>:<tag>``; looking it up by the
   short name finds it.
+* Differs: Docker gives a non-root user no effective capability (the kept ones stay in the
+  bounding set only), while Podman 4.3 makes ``cap_add`` the non-root user's effective,
+  permitted and ambient capabilities too: a sandbox running as ``agent`` could ``setuid(0)``
+  and read ``/etc/shadow``. A sandbox whose user is not root is therefore given none.
 * Rootless on cgroup v1 (or v2 without delegated controllers) Podman ignores memory, pids and
   cpu limits with only a warning ("Resource limits are not supported and ignored on cgroups V1
   rootless systems"): a container asked for 64 MiB allocates 200 MiB. ``check`` refuses such a
@@ -109,6 +113,13 @@ def service_rlimits(address: str) -> dict[str, int]:
     return found
 
 
+def _is_root(user: str | None) -> bool:
+    """True for a container user spec (``name``, ``uid``, ``uid:gid``; empty: the image's
+    default, root) that names root."""
+    name = (user or "").partition(":")[0]
+    return name in ("", "root", "0")
+
+
 def _as_tmpfs(mount: Mount) -> tuple[str, str] | None:
     """``(target, tmpfs options)`` of an anonymous tmpfs volume ``mount`` (the form Docker needs,
     ``raydist.sandbox.container._tmpfs_volume``), or None for any other mount."""
@@ -139,6 +150,10 @@ class PodmanProvider(SandboxProvider):
         """``unix:///run/raydist-podman.sock`` (``sandbox.podman_socket``'s default)."""
         return DEFAULT_SOCKET
 
+    def _image_user(self, image: str) -> str:
+        """The ``USER`` of ``image`` (``""``: root), from the engine's inspect."""
+        return (self.client.images.get(image).attrs.get("Config") or {}).get("User") or ""
+
     def check(self, limits: Limits) -> None:
         """Refuse a service that would run ``limits`` unenforced: one missing a cgroup controller
         of ``NEEDED_CONTROLLERS`` (a rootless service on cgroup v1, or on v2 without delegation).
@@ -160,12 +175,17 @@ class PodmanProvider(SandboxProvider):
                   "to the user" if rootless else "enable those cgroup controllers on the host")
         raise ValueError(f"sandbox.provider=podman at {self.address}: {why}; {remedy}")
 
-    def _run_options(self, *, limits: Limits, mounts: list[Mount], network: str, tmpfs: Mapping[str, str],
-                     user: str | None) -> dict[str, Any]:
+    def _run_options(self, *, image: str, limits: Limits, mounts: list[Mount], network: str,
+                     tmpfs: Mapping[str, str], user: str | None) -> dict[str, Any]:
         """Docker's options (``SandboxProvider._run_options``) in the form Podman 4.3 enforces:
-        each tmpfs volume becomes a ``tmpfs`` mount of the same size, and ``nofile``/``nproc``
-        are the service's hard limits (``service_rlimits``; see the module docstring)."""
-        options = super()._run_options(limits=limits, mounts=mounts, network=network, tmpfs=tmpfs, user=user)
+        each tmpfs volume becomes a ``tmpfs`` mount of the same size, ``nofile``/``nproc`` are
+        the service's hard limits (``service_rlimits``), and a sandbox whose user (``user``, else
+        the image's ``USER``) is not root is given no capability at all (see the module
+        docstring)."""
+        options = super()._run_options(image=image, limits=limits, mounts=mounts, network=network, tmpfs=tmpfs,
+                                       user=user)
+        if not _is_root(user if user else self._image_user(image)):
+            options["cap_add"] = []
         kept: list[Mount] = []
         all_tmpfs = dict(options.get("tmpfs") or {})
         for mount in options.get("mounts") or []:

@@ -133,7 +133,8 @@ class SandboxProvider(abc.ABC):
             container = self.client.containers.run(
                 image, command=["sleep", "infinity"], name=_container_name(name), detach=True,
                 labels=all_labels,
-                **self._run_options(limits=limits, mounts=mounts, network=network, tmpfs=tmpfs, user=user))
+                **self._run_options(image=image, limits=limits, mounts=mounts, network=network, tmpfs=tmpfs,
+                                    user=user))
             box = Sandbox(self, container)
             box.memory = limits.memory
             box._keepalive = _keepalive_pid(container)
@@ -148,11 +149,11 @@ class SandboxProvider(abc.ABC):
                 testbed.close()
         return box
 
-    def _run_options(self, *, limits: Limits, mounts: list[Mount], network: str, tmpfs: Mapping[str, str],
-                     user: str | None) -> dict[str, Any]:
+    def _run_options(self, *, image: str, limits: Limits, mounts: list[Mount], network: str,
+                     tmpfs: Mapping[str, str], user: str | None) -> dict[str, Any]:
         """The docker-SDK ``containers.run`` keyword arguments that limit and harden a sandbox
-        (besides image, command, name, detach and labels): the one place a provider's options
-        differ. See ``raydist.sandbox.container`` for what bounds what."""
+        of ``image`` (besides image, command, name, detach and labels): the one place a
+        provider's options differ. See ``raydist.sandbox.container`` for what bounds what."""
         file_size = parse_bytes(limits.file_size)
         return {
             "network_mode": network,
