@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tarfile
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -291,6 +292,30 @@ def test_the_tree_and_a_copy_out_keep_bytes_modes_and_a_non_utf8_name(box, tmp_p
     assert os.listdir(os.fsencode(out)).count(b"caf\xe9") == 1
 
 # --- exec ------------------------------------------------------------------------------------
+
+
+def test_a_stream_that_ends_before_its_command_still_gets_its_output_and_status(box, monkeypatch):
+    """An engine may end an exec's attached stream early and empty (moby/moby#27289; Podman
+    too) while the command runs on; its exit code then reads as unknown (Docker) or 0 (Podman)
+    until it ends. The command's own output and status must come back all the same."""
+    real_start = box.client.api.exec_start
+
+    def ended_early(exec_id, stream=False, **kwargs):
+        if not stream:
+            return real_start(exec_id, stream=stream, **kwargs)
+        # The engine goes on with the attached session (read by no one); the caller's stream ends at once.
+        threading.Thread(target=lambda: list(real_start(exec_id, stream=True, **kwargs)), daemon=True).start()
+        for _ in range(500):  # as a real stream's end, this one's comes after the command started
+            info = box.client.api.exec_inspect(exec_id)
+            if info.get("Running") or info.get("ExitCode") is not None:
+                break
+            time.sleep(0.01)
+        return iter(())
+
+    monkeypatch.setattr(box.client.api, "exec_start", ended_early)
+    result = box.exec("sleep 1; echo LATE; exit 4", timeout=30, cwd="/")
+    assert (result.output, result.returncode, result.timed_out) == ("LATE\n", 4, False)
+    assert result.seconds >= 1
 
 
 @pytest.mark.parametrize("code", [0, 1, 2, 255])

@@ -205,20 +205,41 @@ class Sandbox:
             target=lambda: chunks.extend(api.exec_start(exec_id, stream=True)), daemon=True
         )
         reader.start()
+        deadline = start + timeout + KILL_GRACE + HOST_SLACK
         reader.join(timeout + KILL_GRACE + HOST_SLACK)
         guard_fired = reader.is_alive()
         if guard_fired:
             self._kill_all()
             reader.join(KILL_GRACE)
-        seconds = time.monotonic() - start
         data, returncode = split_trailer(b"".join(chunks), marker)
         if returncode is None:  # the stream lost output (or the guard fired before the end)
-            code = api.exec_inspect(exec_id).get("ExitCode")
-            returncode = 137 if code is None else int(code)
+            code, still_running = self._exit_code(exec_id, deadline)
+            guard_fired = guard_fired or still_running
+            returncode = 137 if code is None else code
             data = self._read_log(log, fallback=data)
+        seconds = time.monotonic() - start
         timed_out = guard_fired or (returncode in TIMEOUT_CODES and seconds >= timeout)
         oom_killed = returncode == 137 and not timed_out and self._new_oom_kill()
         return ExecResult(data.decode("utf-8", errors="replace"), returncode, timed_out, seconds, oom_killed)
+
+    def _exit_code(self, exec_id: str, deadline: float) -> tuple[int | None, bool]:
+        """``(exit code, killed by the guard)`` of an exec whose stream ended without its trailer.
+        A dropped stream can end while the command still runs, and the engine then reports no
+        exit code (Docker) or 0 (Podman) with ``Running`` true; so the exec is asked until it
+        has ended, and past ``deadline`` (monotonic seconds) the guard kills it."""
+        api, pause, killed = self.client.api, 0.02, False
+        while True:
+            info = api.exec_inspect(exec_id)
+            if not info.get("Running"):
+                code = info.get("ExitCode")
+                return (None if code is None else int(code)), killed
+            if time.monotonic() >= deadline:
+                if killed:
+                    return None, True
+                self._kill_all()
+                killed, deadline = True, time.monotonic() + KILL_GRACE
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
 
     def _new_oom_kill(self) -> bool:
         """True when the cgroup counts more OOM kills than when last asked (or created)."""
