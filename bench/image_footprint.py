@@ -65,12 +65,14 @@ def measure(client, name: str, source: str, base, *, build: bool, cache_dir: Pat
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build", action="store_true", help="build the missing instance images first")
     parser.add_argument("--data-root", default=os.environ.get("RAYDIST_DATA_ROOT")
-                        or str(Path(__file__).resolve().parents[2] / "shared" / "data"))
+                        or str(Path(__file__).resolve().parents[2] / "shared" / "data"),
+                        help="folder of the instance files (RAYDIST_DATA_ROOT, else shared/data beside the checkout)")
     parser.add_argument("--cache-dir", default=os.environ.get("RAYDIST_CACHE_DIR")
-                        or str(Path.home() / ".cache" / "raydist"))
+                        or str(Path.home() / ".cache" / "raydist"),
+                        help="the launches' cache_dir, for --build (RAYDIST_CACHE_DIR, else ~/.cache/raydist)")
     args = parser.parse_args()
     client = connect().client
     base = inspect(client, base_image_tag())

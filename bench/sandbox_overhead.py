@@ -97,7 +97,7 @@ def report(results: dict[str, dict[str, list[float]]]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--provider", default="docker,podman",
                         help="comma-separated providers to measure (default docker,podman)")
     parser.add_argument("--n", type=int, default=20, help="repetitions of each (default 20)")

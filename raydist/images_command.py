@@ -39,7 +39,8 @@ def add_parser(sub) -> None:
     _common(images)
     action = images.add_subparsers(dest="action", metavar="ACTION")
     prune = action.add_parser(
-        "prune", allow_abbrev=False, formatter_class=fmt,
+        "prune", allow_abbrev=False, formatter_class=fmt, prog="raydist images prune",
+        usage="raydist images prune --keep-gb N [--dry-run] [--cache-dir DIR] [--docker-host URL] [--match GLOB]",
         help="Remove raydist's least recently used images until they take at most --keep-gb GB.",
         description="Remove raydist's images, least recently used first, until the rest take at most N GB on the "
                     "node (shared layers once). Never removes an image a container (running or stopped) was made "
@@ -54,7 +55,9 @@ def _common(parser: argparse.ArgumentParser, suppress: bool = False) -> None:
     parser.add_argument("--cache-dir", metavar="DIR", default=default,
                         help=f"the launches' cache_dir, where the ledger is ({DEFAULT_CACHE})")
     parser.add_argument("--docker-host", metavar="URL", default=default,
-                        help="the engine's address (sandbox.docker_host; default DOCKER_HOST or the local socket)")
+                        help="the engine's API address: Docker's (sandbox.docker_host; default DOCKER_HOST or the "
+                             "local socket) or Podman's service (sandbox.podman_socket, e.g. "
+                             "unix:///run/raydist-podman.sock), each engine a store of its own")
     parser.add_argument("--match", metavar="GLOB", default=default,
                         help="only images with a tag matching GLOB (fnmatch), e.g. 'raydist/instance:*'")
     parser.add_argument("--json", action="store_true", default=default if suppress else False,
