@@ -65,7 +65,7 @@ units from starting (summary.md names them; the same command with a larger budge
 
 _PROBLEMS_EPILOG = """\
 Every other argument goes to Hydra unchanged (overrides and flags such as --multirun).
-Config groups: benchmark=humaneval|mbpp|file, sandbox=docker, cluster=local|remote.
+Config groups: benchmark=humaneval|mbpp|file, sandbox=docker|podman, cluster=local|remote.
 
 Examples:
   raydist problems benchmark.limit=2 generation.variants_per_seed=1
