@@ -27,7 +27,7 @@ def add_parser(sub) -> None:
     fmt = argparse.RawDescriptionHelpFormatter
     images = sub.add_parser(
         "images", allow_abbrev=False, formatter_class=fmt, usage="raydist images [prune --keep-gb N [--dry-run]] "
-        "[--cache-dir DIR] [--docker-host URL] [--match GLOB] [--json]",
+        "[--cache-dir DIR] [--provider NAME] [--docker-host URL] [--match GLOB] [--json]",
         help="List raydist's images on this node (size, shared bytes, last use, launches); prune the least "
              "recently used.",
         description="List raydist's images on this node: tag, id, size, the bytes it shares with another listed "
@@ -40,7 +40,8 @@ def add_parser(sub) -> None:
     action = images.add_subparsers(dest="action", metavar="ACTION")
     prune = action.add_parser(
         "prune", allow_abbrev=False, formatter_class=fmt, prog="raydist images prune",
-        usage="raydist images prune --keep-gb N [--dry-run] [--cache-dir DIR] [--docker-host URL] [--match GLOB]",
+        usage="raydist images prune --keep-gb N [--dry-run] [--cache-dir DIR] [--provider NAME] [--docker-host URL] "
+              "[--match GLOB]",
         help="Remove raydist's least recently used images until they take at most --keep-gb GB.",
         description="Remove raydist's images, least recently used first, until the rest take at most N GB on the "
                     "node (shared layers once). Never removes an image a container (running or stopped) was made "
@@ -54,6 +55,9 @@ def _common(parser: argparse.ArgumentParser, suppress: bool = False) -> None:
     default = argparse.SUPPRESS if suppress else None
     parser.add_argument("--cache-dir", metavar="DIR", default=default,
                         help=f"the launches' cache_dir, where the ledger is ({DEFAULT_CACHE})")
+    parser.add_argument("--provider", metavar="NAME", default=default,
+                        help="the sandbox provider whose image store is listed (sandbox.provider: docker or podman; "
+                             "default docker)")
     parser.add_argument("--docker-host", metavar="URL", default=default,
                         help="the engine's API address: Docker's (sandbox.docker_host; default DOCKER_HOST or the "
                              "local socket) or Podman's service (sandbox.podman_socket, e.g. "
@@ -87,7 +91,8 @@ def images_main(args: argparse.Namespace) -> int:
 
     cache_dir = args.cache_dir or os.environ.get("RAYDIST_CACHE_DIR") or str(Path.home() / ".cache" / "raydist")
     try:
-        client = connect(address=args.docker_host).client  # footprint reads the engine's image store
+        provider = getattr(args, "provider", None) or "docker"
+        client = connect(provider, address=args.docker_host).client  # footprint reads the engine's image store
         ledger = read_ledger(cache_dir)
     except (SandboxUnavailable, ValueError) as exc:
         print(f"raydist: error: {exc}", file=sys.stderr)

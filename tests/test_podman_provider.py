@@ -185,6 +185,20 @@ def test_connect_names_the_socket_and_the_remedy():
     assert DEFAULT_SOCKET == "unix:///run/raydist-podman.sock"
 
 
+def test_raydist_images_lists_podmans_own_store(podman):
+    """`raydist images --provider podman` reads Podman's store, not Docker's: the base image is
+    there under Podman's name for it, with Podman's id."""
+    import json
+
+    base = podman.client.images.get(base_image_tag())
+    done = subprocess.run([sys.executable, "-m", "raydist.cli", "images", "--provider", "podman", "--json"],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    listed = {row["id"]: row["tags"] for row in json.loads(done.stdout)["images"]}
+    assert base.id in listed
+    assert any(tag.endswith(base_image_tag()) for tag in listed[base.id])
+
+
 # --- rootless ----------------------------------------------------------------------------------
 
 
