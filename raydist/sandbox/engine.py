@@ -11,6 +11,7 @@ import weakref
 
 import docker
 from docker.errors import DockerException, NotFound
+from docker.utils import parse_host
 
 OWNER_LABEL = "raydist.owner"
 API_TIMEOUT = 600.0  # seconds, for every call after the ping
@@ -47,6 +48,24 @@ def connect(docker_host: str | None = None, timeout: float = 10, *, what: str = 
             f"{f' for sandbox.provider={provider}' if provider else ''}; {how}") from exc
     _addresses[client] = address
     return client
+
+
+def address_problem(address: object) -> str | None:
+    """Why ``address`` (``sandbox.docker_host`` or ``sandbox.podman_socket``) is no engine
+    address, or None for one the docker SDK connects to (``docker.utils.parse_host``; None itself:
+    the default). An empty one is refused too: the SDK would take the default socket for it. Said
+    before anything starts, as a setting (exit status 2), not as an engine that cannot be reached."""
+    if address is None or not isinstance(address, str):
+        return None  # the schema refuses another type
+    try:
+        if address.strip():
+            parse_host(address)
+            return None
+        why = "it is empty"
+    except DockerException as exc:
+        why = str(exc)
+    example = f"unix://{address}" if address.startswith("/") else "unix:///run/raydist-podman.sock"
+    return f"is not an engine address ({why}): give a URL such as {example} or tcp://host:2375"
 
 
 def address_of(client: docker.DockerClient) -> str:

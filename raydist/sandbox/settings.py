@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raydist._util.settings import keyless
+from raydist.sandbox.engine import address_problem
 from raydist.sandbox.limits import Limits
 from raydist.sandbox.podman import DEFAULT_SOCKET
 from raydist.sandbox.provider import SandboxProvider
@@ -36,8 +37,9 @@ class SandboxSettings:
     """``sandbox``: the sandbox of agent and grading runs (``raydist.sandbox``).
 
     Raises:
-        ValueError: a ``grading_timeout_s`` that is not above 0, or a ``provider`` that is not
-            a registered one (names the key, the value and the choices).
+        ValueError: a ``grading_timeout_s`` that is not above 0, a ``provider`` that is not
+            a registered one (names the key, the value and the choices), or a ``docker_host`` or
+            ``podman_socket`` that is no engine URL (``address_problem``: empty, a bare path).
     """
 
     provider: str = keyless("docker")
@@ -77,6 +79,10 @@ class SandboxSettings:
 
     def __post_init__(self) -> None:
         provider_class(self.provider)
+        for key in ("docker_host", "podman_socket"):
+            problem = address_problem(getattr(self, key))
+            if problem:
+                raise ValueError(f"sandbox.{key}={getattr(self, key)!r} {problem}")
         timeout = self.grading_timeout_s
         if isinstance(timeout, (int, float)) and not timeout > 0:
             raise ValueError(f"sandbox.grading_timeout_s={timeout}: must be a positive number of seconds, "
