@@ -50,6 +50,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import docker
+import requests
 from docker.types import Mount, Ulimit
 
 from raydist.sandbox.limits import Limits
@@ -156,14 +157,22 @@ class PodmanProvider(SandboxProvider):
 
     def check(self, limits: Limits) -> None:
         """Refuse a service that would run ``limits`` unenforced: one missing a cgroup controller
-        of ``NEEDED_CONTROLLERS`` (a rootless service on cgroup v1, or on v2 without delegation).
+        of ``NEEDED_CONTROLLERS`` (a rootless service on cgroup v1, or on v2 without delegation),
+        or one that is not Podman (no libpod API: ``sandbox.podman_socket`` at a Docker daemon).
         Asked once per provider (``host_cgroups``).
 
         Raises ``ValueError``, one line naming the provider, its address, the reason and the
         remedy (issue 31: never run a sandbox silently unbounded).
         """
         if self._cgroups is None:
-            self._cgroups = host_cgroups(self.client)
+            try:
+                self._cgroups = host_cgroups(self.client)
+            except requests.HTTPError as exc:
+                if exc.response is None or exc.response.status_code != 404:
+                    raise
+                raise ValueError(f"sandbox.provider=podman at {self.address}: the service there is not Podman (it "
+                                 f"answers no libpod API: {LIBPOD_INFO} is 404); set sandbox.podman_socket to "
+                                 "Podman's socket, or sandbox.provider=docker for a Docker daemon") from None
         rootless, version, controllers = self._cgroups
         missing = [c for c in NEEDED_CONTROLLERS if c not in controllers]
         if not missing:

@@ -230,8 +230,25 @@ class DockerProvider(SandboxProvider):
         """``DOCKER_HOST``, else ``unix:///var/run/docker.sock``."""
         return os.environ.get("DOCKER_HOST") or engine.DEFAULT_ADDRESS
 
+    def __init__(self, client: docker.DockerClient, address: str) -> None:
+        super().__init__(client, address)
+        self._components: frozenset[str] | None = None
+
     def check(self, limits: Limits) -> None:
-        """Nothing to refuse: the daemon enforces every limit through its cgroups, v1 or v2."""
+        """The daemon enforces every limit through its cgroups, v1 or v2; refused is an engine
+        that is Podman's API service (its ``version`` names a ``Podman Engine`` component): it
+        answers the same API but does not bound Docker's tmpfs volumes (``/tmp``, ``/testbed``)
+        and gives a non-root user the kept capabilities (``raydist.sandbox.podman``), so it is
+        driven as ``sandbox.provider=podman``. Asked once per provider.
+
+        Raises ``ValueError`` naming the provider, its address and the settings to use instead.
+        """
+        if self._components is None:
+            self._components = frozenset(str(c.get("Name")) for c in self.client.version().get("Components") or ())
+        if "Podman Engine" in self._components:
+            raise ValueError(f"sandbox.provider=docker at {self.address}: that is Podman's API service, where "
+                             "Docker's options leave /tmp and /testbed unbounded; set sandbox.provider=podman "
+                             f"sandbox.podman_socket={self.address}")
 
 
 def as_provider(target: SandboxProvider | docker.DockerClient) -> SandboxProvider:
