@@ -10,6 +10,7 @@ and writes the summary (``raydist.driver.report``). Rows are written through one
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 
 from raydist._util.files import atomic_write_json, atomic_write_text
@@ -80,8 +81,7 @@ def run_job(job: Job, *, execute: Callable[..., dict] | None = None, record: Map
                     (job.run_dir / BUDGET_FILE).unlink()  # nothing ran: an earlier launch's record no longer applies
                 if done.images is not None:  # what the launch's images take (raydist.sandbox.footprint)
                     atomic_write_json(job.run_dir / "images.json", done.images, indent=1)
-                    stamp(job.settings.cache_dir, done.images["images"], when=done.images["started"],
-                          launch=str(job.run_dir))
+                    _stamp_ledger(job, done.images)
                 atomic_write_text(job.run_dir / "summary.md", text)
                 print(text, flush=True)
                 return status
@@ -91,6 +91,18 @@ def run_job(job: Job, *, execute: Callable[..., dict] | None = None, record: Map
         raise _storage_failure(exc, job) from exc
     except OSError as exc:  # the storage could not be read or written
         raise _disk_failure(exc) from exc
+
+
+def _stamp_ledger(job: Job, images: Mapping) -> None:
+    """Stamp the launch's ``images`` (``images.json``) in the image ledger under ``cache_dir``. A
+    ledger that cannot be read or written (damaged since the plan read it, a full disk) costs the
+    launch nothing it did: one line on stderr says so and what to do, and the summary and exit
+    status follow as if it had been stamped (the ledger only orders ``raydist images prune``)."""
+    try:
+        stamp(job.settings.cache_dir, images["images"], when=images["started"], launch=str(job.run_dir))
+    except (ValueError, OSError) as exc:
+        print(f"raydist: warning: the image ledger was not updated ({exc}); the run's images are in "
+              f"{job.run_dir / 'images.json'}", file=sys.stderr, flush=True)
 
 
 def _storage_failure(exc: StorageCopyError, job: Job) -> InfrastructureError:

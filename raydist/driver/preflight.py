@@ -39,6 +39,7 @@ from raydist._util.run_dirs import outside
 from raydist.cluster.job import Job
 from raydist.driver.config import ConfigError, LaunchConfig, check_config, describe_config_error
 from raydist.driver.plan import JobError, plan_job
+from raydist.sandbox.image_ledger import read_ledger
 
 T = TypeVar("T")
 
@@ -248,12 +249,17 @@ def run_dir_of(cfg: DictConfig, multirun: bool, index: int = 0) -> Path:
 def check_paths(cfg: LaunchConfig, job: Job) -> None:
     """The folders the main job of ``cfg`` writes are allowed and can be written, before any
     is (:func:`check_folders`): its run directory and the validity gate's, and ``cache_dir``
-    (a dry run writes nothing, so only the first is checked). Raises ``ConfigError`` naming
-    the setting and the absolute path."""
+    (a dry run writes nothing, so only the first is checked), and the image ledger there reads
+    (``raydist.sandbox.image_ledger.read_ledger``). Raises ``ConfigError`` naming the setting and
+    the absolute path (the ledger's file)."""
     folders = [("the run directory", Path(job.run_dir))]
     if job.gate is not None:
         folders.append(("the validity gate's folder", Path(job.gate.store_dir)))
     check_folders(cfg.output_root, folders, cfg.cache_dir, write=not cfg.dry_run)
+    try:  # the launch stamps its images there at the end: a damaged ledger is said now, not then
+        read_ledger(cfg.cache_dir)
+    except ValueError as exc:
+        raise ConfigError(f"cache_dir={cfg.cache_dir}: {exc}") from None
 
 
 def check_folders(output_root: str | os.PathLike, folders: Sequence[tuple[str, Path]], cache_dir: str | os.PathLike,

@@ -21,6 +21,10 @@ from raydist.sandbox.sources import file_lock
 
 #: The most recent launches kept per image.
 MAX_LAUNCHES = 20
+#: What an entry's ``origin`` may be.
+ORIGINS = ("built", "pulled", "present")
+#: The first Unix second after 9999-12-31, past which no ``last_use`` can be shown as a date.
+LAST_SECOND = 253402300800
 
 
 def ledger_path(cache_dir: str | Path) -> Path:
@@ -30,7 +34,8 @@ def ledger_path(cache_dir: str | Path) -> Path:
 
 def read_ledger(cache_dir: str | Path) -> dict[str, dict]:
     """Image id -> its entry (module docstring); ``{}`` when there is no ledger yet. Raises
-    ``ValueError`` naming the file when it is not a ledger (damaged JSON or another shape)."""
+    ``ValueError`` naming the file (and the image) when it is not a ledger: damaged JSON, another
+    shape, or an entry whose fields have other types (``_entry_problem``)."""
     path = ledger_path(cache_dir)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -43,7 +48,29 @@ def read_ledger(cache_dir: str | Path) -> dict[str, dict]:
     if not isinstance(images, dict):
         raise ValueError(f"{path} is not an image ledger (no 'images' object); move it away and the next launch "
                          "starts a new one")
+    for image_id, entry in images.items():
+        problem = _entry_problem(entry)
+        if problem:
+            raise ValueError(f"{path} is not an image ledger (image {image_id}: {problem}); move it away and the "
+                             "next launch starts a new one")
     return images
+
+
+def _entry_problem(entry: object) -> str | None:
+    """What makes ``entry`` no ledger entry (module docstring), or None: ``tags`` and ``launches``
+    lists of strings, ``last_use`` Unix seconds a date can show (years 1970..9999), ``origin`` one
+    of ``ORIGINS``."""
+    if not isinstance(entry, dict):
+        return f"{type(entry).__name__} instead of an object"
+    for key in ("tags", "launches"):
+        if not isinstance(entry.get(key), list) or not all(isinstance(x, str) for x in entry[key]):
+            return f"{key!r} is not a list of strings"
+    last_use = entry.get("last_use")
+    if isinstance(last_use, bool) or not isinstance(last_use, (int, float)) or not 0 <= last_use < LAST_SECOND:
+        return f"'last_use' {last_use!r} is not Unix seconds"
+    if entry.get("origin") not in ORIGINS:
+        return f"'origin' {entry.get('origin')!r} is none of {', '.join(ORIGINS)}"
+    return None
 
 
 def stamp(cache_dir: str | Path, used: Iterable[dict], *, when: float, launch: str) -> None:
