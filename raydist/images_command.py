@@ -35,7 +35,8 @@ def add_parser(sub) -> None:
                     "<cache_dir>/images/ledger.json; else when it was made) and the launches that used it. The total "
                     "counts each shared layer once. A run's own images are in its run directory's images.json.",
         epilog="Exit status: 0 listed (or pruned to fit), 1 the engine cannot be reached, the ledger is damaged, or "
-               "prune could not reach the size (images in use by a container are never removed), 2 a bad --keep-gb.")
+               "prune could not reach the size (images in use by a container are never removed), 2 a bad --keep-gb or "
+               "an empty --cache-dir.")
     _common(images)
     action = images.add_subparsers(dest="action", metavar="ACTION")
     prune = action.add_parser(
@@ -63,7 +64,8 @@ def _common(parser: argparse.ArgumentParser, suppress: bool = False) -> None:
                              "local socket) or Podman's service (sandbox.podman_socket, e.g. "
                              "unix:///run/raydist-podman.sock), each engine a store of its own")
     parser.add_argument("--match", metavar="GLOB", default=default,
-                        help="only images with a tag matching GLOB (fnmatch), e.g. 'raydist/instance:*'")
+                        help="only images with a tag matching GLOB (fnmatch), e.g. 'raydist/instance:*' (which also "
+                             "matches Podman's docker.io/raydist/instance:...)")
     parser.add_argument("--json", action="store_true", default=default if suppress else False,
                         help="print JSON (exact bytes) instead of the table")
 
@@ -79,10 +81,22 @@ def keep_bytes(text: str) -> int:
     return round(value * GB)
 
 
+def matches(tags, glob: str) -> bool:
+    """Whether one of ``tags`` matches ``glob`` (fnmatch), as the engine names it or as Docker
+    would (``raydist.sandbox.footprint.short_name``: Podman's ``docker.io/raydist/instance:k``
+    matches ``raydist/instance:*``)."""
+    from raydist.sandbox.footprint import short_name  # deferred: docker
+
+    return any(fnmatchcase(tag, glob) or fnmatchcase(short_name(tag), glob) for tag in tags)
+
+
 def images_main(args: argparse.Namespace) -> int:
     """Run ``raydist images`` / ``raydist images prune`` (module docstring); the exit status."""
     try:
         keep = keep_bytes(args.keep_gb) if args.action == "prune" else None
+        if args.cache_dir == "":
+            raise ValueError("--cache-dir is empty: give the launches' cache_dir, or leave it out for "
+                             f"{DEFAULT_CACHE}")
     except ValueError as exc:
         print(f"raydist: error: {exc}", file=sys.stderr)
         return 2
@@ -97,8 +111,7 @@ def images_main(args: argparse.Namespace) -> int:
     except (SandboxUnavailable, ValueError) as exc:
         print(f"raydist: error: {exc}", file=sys.stderr)
         return 1
-    images = [i for i in _raydist_images(client, ledger)
-              if args.match is None or any(fnmatchcase(tag, args.match) for tag in i.tags)]
+    images = [i for i in _raydist_images(client, ledger) if args.match is None or matches(i.tags, args.match)]
     if keep is not None:
         return _prune(client, images, ledger, keep, dry_run=args.dry_run)
     _list(images, ledger, as_json=args.json)

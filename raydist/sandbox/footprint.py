@@ -25,6 +25,8 @@ from docker.errors import ImageNotFound, NotFound
 RAYDIST_PREFIX = "raydist/"
 #: Labels an image raydist built carries (the base recipe, the instance build steps, the official layout).
 RAYDIST_LABELS = ("raydist.recipe", "raydist.build", "raydist.role")
+#: The registries Podman names a short image name with (a pulled or committed one, a built one).
+PODMAN_REGISTRIES = ("docker.io/", "localhost/")
 
 # A history entry of a metadata instruction makes no layer (classic builder: "#(nop)" without
 # ADD/COPY; BuildKit: the bare instruction).
@@ -55,7 +57,20 @@ class ImageInfo:
     @property
     def is_raydist(self) -> bool:
         """Whether raydist made it: a ``raydist/`` tag or one of ``RAYDIST_LABELS``."""
-        return any(t.startswith(RAYDIST_PREFIX) for t in self.tags) or any(k in self.labels for k in RAYDIST_LABELS)
+        return (any(short_name(t).startswith(RAYDIST_PREFIX) for t in self.tags)
+                or any(k in self.labels for k in RAYDIST_LABELS))
+
+
+def short_name(tag: str) -> str:
+    """``tag`` as Docker names it: without the registry Podman puts before a short name
+    (``docker.io/raydist/instance:k`` and ``localhost/raydist/base:t`` are ``raydist/instance:k``
+    and ``raydist/base:t``; ``docker.io/library/debian:12`` is ``debian:12``). Any other tag is
+    returned as it is."""
+    for registry in PODMAN_REGISTRIES:
+        if tag.startswith(registry):
+            rest = tag[len(registry):]
+            return rest.removeprefix("library/") if registry == "docker.io/" else rest
+    return tag
 
 
 def chain_ids(diff_ids: Sequence[str]) -> list[str]:
