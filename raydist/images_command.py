@@ -35,8 +35,8 @@ def add_parser(sub) -> None:
                     "<cache_dir>/images/ledger.json; else when it was made) and the launches that used it. The total "
                     "counts each shared layer once. A run's own images are in its run directory's images.json.",
         epilog="Exit status: 0 listed (or pruned to fit), 1 the engine cannot be reached, the ledger is damaged, or "
-               "prune could not reach the size (images in use by a container are never removed), 2 a bad --keep-gb or "
-               "an empty --cache-dir.")
+               "prune could not reach the size (images in use by a container are never removed), 2 a bad --keep-gb, "
+               "--provider or --docker-host, or an empty --cache-dir.")
     _common(images)
     action = images.add_subparsers(dest="action", metavar="ACTION")
     prune = action.add_parser(
@@ -92,21 +92,28 @@ def matches(tags, glob: str) -> bool:
 
 def images_main(args: argparse.Namespace) -> int:
     """Run ``raydist images`` / ``raydist images prune`` (module docstring); the exit status."""
+    from raydist.sandbox import PROVIDERS, SandboxUnavailable, connect  # deferred: docker
+    from raydist.sandbox.engine import address_problem  # deferred: docker
+    from raydist.sandbox.image_ledger import read_ledger  # deferred: docker
+
+    provider = getattr(args, "provider", None)
     try:
         keep = keep_bytes(args.keep_gb) if args.action == "prune" else None
         if args.cache_dir == "":
             raise ValueError("--cache-dir is empty: give the launches' cache_dir, or leave it out for "
                              f"{DEFAULT_CACHE}")
+        if provider is not None and provider not in PROVIDERS:
+            raise ValueError(f"--provider {provider!r} is not a sandbox provider; choose one of: "
+                             f"{', '.join(sorted(PROVIDERS))}")
+        if address_problem(args.docker_host):
+            raise ValueError(f"--docker-host {args.docker_host!r} {address_problem(args.docker_host)}")
     except ValueError as exc:
         print(f"raydist: error: {exc}", file=sys.stderr)
         return 2
-    from raydist.sandbox import SandboxUnavailable, connect  # deferred: docker
-    from raydist.sandbox.image_ledger import read_ledger  # deferred: docker
-
     cache_dir = args.cache_dir or os.environ.get("RAYDIST_CACHE_DIR") or str(Path.home() / ".cache" / "raydist")
     try:
-        provider = getattr(args, "provider", None) or "docker"
-        client = connect(provider, address=args.docker_host).client  # footprint reads the engine's image store
+        # footprint reads the engine's image store
+        client = connect(provider or "docker", address=args.docker_host).client
         ledger = read_ledger(cache_dir)
     except (SandboxUnavailable, ValueError) as exc:
         print(f"raydist: error: {exc}", file=sys.stderr)

@@ -153,6 +153,20 @@ def test_images_refuses_an_empty_cache_dir_with_exit_2():
                            "RAYDIST_CACHE_DIR, else ~/.cache/raydist\n")
 
 
+@pytest.mark.parametrize(("flag", "line"), [
+    ("--provider=", "--provider '' is not a sandbox provider; choose one of: docker, podman"),
+    ("--provider=Docker", "--provider 'Docker' is not a sandbox provider; choose one of: docker, podman"),
+    ("--docker-host=", "--docker-host '' is not an engine address (it is empty): give a URL such as "
+                       "unix:///run/raydist-podman.sock or tcp://host:2375"),
+    ("--docker-host=/run/raydist-podman.sock", "--docker-host '/run/raydist-podman.sock' is not an engine address "
+     "(Invalid bind address format: /run/raydist-podman.sock): give a URL such as unix:///run/raydist-podman.sock "
+     "or tcp://host:2375"),
+])
+def test_images_refuses_a_bad_provider_or_address_with_exit_2(tmp_path, flag, line):
+    done = _images(flag, "--match", "raydist/none-such:*", "--cache-dir", str(tmp_path))
+    assert (done.returncode, done.stderr) == (2, f"raydist: error: {line}\n")
+
+
 @pytest.mark.parametrize("text", ['{"images": {"sha', '{"images": {"%s": 5}}' % IMAGE])
 def test_a_launch_with_a_damaged_ledger_is_refused_by_its_plan(capsys, tmp_path, text):
     cache = tmp_path / "cache"
