@@ -13,7 +13,7 @@ from raydist.sandbox import (
     connect,
     owner_label,
 )
-from raydist.sandbox.command import LOG_SIZE, split_trailer
+from raydist.sandbox.command import LOG_SIZE, ExecResult, split_trailer
 
 pytestmark = pytest.mark.docker
 
@@ -51,6 +51,26 @@ def test_the_owner_is_read_back_when_the_attached_stream_is_dropped(box, monkeyp
 
     monkeypatch.setattr(box.client.api, "exec_start", dropping)
     assert box.owner == (0, 0)  # the base image runs as root
+
+
+def test_the_owner_is_asked_again_after_an_empty_answer(box, monkeypatch):
+    """An exec seen to end with exit 0 and no output at all under load must not end a unit."""
+    real_exec, calls = box.exec, []
+
+    def empty_once(command, **kwargs):
+        calls.append(command)
+        return ExecResult("", 0, False, 0.01) if len(calls) == 1 else real_exec(command, **kwargs)
+
+    monkeypatch.setattr(box, "exec", empty_once)
+    assert box.owner == (0, 0)
+    assert calls == ["id -u; id -g", "id -u; id -g"]
+
+
+def test_an_owner_never_answered_names_the_sandbox_and_the_attempts(box, monkeypatch):
+    monkeypatch.setattr(box, "exec", lambda command, **kwargs: ExecResult("", 0, False, 0.01))
+    with pytest.raises(RuntimeError, match=rf"^cannot tell the user of sandbox {box.name}: exit 0, output '' "
+                                           r"\(3 attempts\)$"):
+        _ = box.owner
 
 
 def test_the_exit_status_comes_from_the_trailer_without_asking_the_daemon(box, monkeypatch):
