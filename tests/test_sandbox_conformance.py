@@ -28,6 +28,7 @@ from raydist.sandbox import Limits, Sandbox, SandboxUnavailable, base_image_tag,
 from raydist.sandbox.command import KILL_GRACE
 from raydist.sandbox.reaper import REAP_BOUND, lock_path
 from raydist.sandbox.registry import PROVIDERS, connect
+from tests.test_faults_sandbox import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 MIB = 1 << 20
@@ -69,16 +70,6 @@ def box(provider) -> Iterator[Sandbox]:
 
 def _exists(provider, name: str) -> bool:
     return bool(provider.client.containers.list(all=True, filters={"name": f"^{name}$"}))
-
-
-def _wait_for(holds, bound: float) -> bool:
-    """Polls ``holds()`` until it is true (True) or ``bound`` seconds pass (False)."""
-    deadline = time.monotonic() + bound
-    while not holds():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.2)
-    return True
 
 
 def _status(box: Sandbox, *fields: str) -> dict[str, str]:
@@ -382,11 +373,11 @@ def test_a_sigkilled_owners_sandbox_is_removed_within_the_reapers_bound(provider
     leftovers.append(name)
     assert _exists(provider, name)
     owner.kill()  # SIGKILL: no finally, no __exit__; not waited for yet, so a zombie
-    gone = _wait_for(lambda: not _exists(provider, name), REAP_BOUND)
+    gone = wait_for(lambda: not _exists(provider, name), REAP_BOUND)
     owner.wait()
     assert gone, f"{name} outlived its SIGKILLed owner by {REAP_BOUND} s"
     lock = lock_path(f"{socket.gethostname()}:{owner.pid}")
-    assert _wait_for(lambda: not lock.exists(), REAP_BOUND), f"the reaper left {lock} behind"
+    assert wait_for(lambda: not lock.exists(), REAP_BOUND), f"the reaper left {lock} behind"
 
 
 def test_labels_carry_the_owner_and_the_given_labels(provider, box):
