@@ -126,8 +126,10 @@ def built(client):
     try:
         for name, (parent, size) in steps.items():
             dockerfile = f"FROM {parent}\nUSER root\nRUN head -c {size} /dev/urandom > /{name}.bin\n"
+            # nocache: a cached step would give the layers (and the image id) of an identical build left
+            # on the node by an earlier, killed run, and the images would not be new
             client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tags[name], network_mode="none",
-                                rm=True, forcerm=True, pull=False)
+                                rm=True, forcerm=True, pull=False, nocache=True)
         yield tags, before
     finally:
         for tag in reversed(tags.values()):
