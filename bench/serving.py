@@ -14,9 +14,14 @@ It prints, for each server configuration side by side:
     agents got. The unit phase spans the first unit's start to the last unit's end
     (``runs.parquet``: ``finished_at - wall_seconds`` to ``finished_at``).
 
+``--load N`` runs N busy processes (one core each) beside the server during every replay: what
+a node's containers, graders and other workers do to it during a launch. A server with more
+compute threads than free cores stalls at llama.cpp's per-layer barrier, which an idle
+machine never shows.
+
 Usage:
   python bench/serving.py RUN_DIR [--entry gemma3-270m] [--entry NAME ...]
-                          [--local-models FILE.yaml] [--concurrency 2] [--limit N]
+                          [--local-models FILE.yaml] [--concurrency 2] [--limit N] [--load N]
 
 ``--local-models`` adds entries (a YAML file with a ``local_models:`` mapping, as
 ``raydist/conf/local_models.yaml``) to compare server commands, e.g. more parallel slots.
@@ -24,8 +29,11 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import queue
+import subprocess
+import sys
 import threading
 import time
 from datetime import datetime
@@ -113,6 +121,18 @@ def replay(api_base: str, model: str, conversations: list[list[dict]], concurren
     return {**totals, "seconds": time.perf_counter() - start}
 
 
+@contextlib.contextmanager
+def busy_processes(count: int):
+    """``count`` processes that each spin one core until the block ends."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path, help="a finished run directory (runs.parquet, trajectories/)")
@@ -122,6 +142,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=2, help="conversations at once (default 2, "
                                                                     "the default cluster.max_concurrency)")
     parser.add_argument("--limit", type=int, default=None, help="replay only the first N conversations")
+    parser.add_argument("--load", type=int, default=0, help="busy processes beside the server (default 0)")
     args = parser.parse_args()
 
     entries = OmegaConf.to_container(OmegaConf.load(PACKAGE_MODELS))["local_models"]
@@ -146,12 +167,13 @@ def main() -> None:
                            liveness_path=kwargs["liveness_path"], startup_timeout=kwargs["startup_timeout"],
                            model_path=kwargs["model_path"]) as server:
             model = cfg["litellm_model"].split("/", 1)[-1]
-            replay(server.api_base, model, conversations[:1], 1)  # warm-up: load pages, build graphs
-            results[name] = replay(server.api_base, model, conversations, args.concurrency)
+            with busy_processes(args.load):
+                replay(server.api_base, model, conversations[:1], 1)  # warm-up: load pages, build graphs
+                results[name] = replay(server.api_base, model, conversations, args.concurrency)
 
     requests = sum(len(c) for c in conversations)
     print(f"replay of {len(conversations)} conversations ({requests} requests) from {args.run_dir}, "
-          f"{args.concurrency} at a time")
+          f"{args.concurrency} at a time, {args.load} busy processes beside the server")
     print(f"{'server':24}{'requests':>9}{'prompt tok':>11}{'gen tok':>9}{'wall s':>8}{'prompt/s':>10}"
           f"{'gen/s':>8}{'all/s':>8}{'fleet eff':>10}")
     for name, r in results.items():

@@ -157,10 +157,21 @@ def test_the_shipped_server_command_runs_llama_server_and_keeps_placeholders(gem
     assert argv[argv.index("--alias") + 1] == "gemma3-270m"
     # two slots of 8192 tokens each: the context the agents were given with one slot before
     assert (argv[argv.index("--ctx-size") + 1], argv[argv.index("--parallel") + 1]) == ("16384", "2")
+    # one compute thread per reserved CPU: more stall at llama.cpp's barrier when a core is taken
+    assert (gemma_entry["num_cpus"], argv[argv.index("--threads") + 1]) == (1, "1")
     assert server_arguments("gemma3-270m", gemma_entry) == {
         "model_path": None, "host": "127.0.0.1", "startup_timeout": 180.0, "health_path": "/health",
         "liveness_path": None, "policy": {},
     }
+
+
+@pytest.mark.parametrize("num_cpus, threads", [(4, "4"), (2.5, "2"), (0.5, "1"), (None, "1")])
+def test_num_cpus_in_a_server_command_is_the_whole_cpus_the_entry_reserves(num_cpus, threads):
+    from raydist.cluster.serving import server_command
+
+    entry = {"command": ["{llama_server}", "--threads", "{num_cpus}", "--threads-batch={num_cpus}"],
+             "num_cpus": num_cpus}
+    assert server_command(entry) == ["{llama_server}", "--threads", threads, f"--threads-batch={threads}"]
 
 
 def test_the_llama_server_placeholder_is_filled_on_the_serving_node(tmp_path, monkeypatch):

@@ -263,9 +263,18 @@ class ModelServers:
 
 def server_command(model_cfg: dict) -> list[str]:
     """The server argv of a ``local_models`` entry: its ``command`` with ``{python}`` made this
-    interpreter (so the server runs from raydist's environment); ``{host}``, ``{port}``,
-    ``{model_path}`` and ``{llama_server}`` stay for the server actor to fill in on its node."""
-    return [part.replace("{python}", sys.executable) for part in model_cfg["command"]]
+    interpreter (so the server runs from raydist's environment) and ``{num_cpus}`` the whole
+    CPUs the entry reserves from Ray (``num_cpus``, at least 1: a server's compute threads);
+    ``{host}``, ``{port}``, ``{model_path}`` and ``{llama_server}`` stay for the server actor to
+    fill in on its node.
+
+    ``{num_cpus}`` exists because a CPU server with more compute threads than the CPUs it holds
+    collapses when anything else runs: llama.cpp's threads meet at a barrier after every layer,
+    and one descheduled thread stalls the rest. Measured on 2 cores with two competing busy
+    processes, Gemma 3 270M generated 0.5 tokens/s with ``--threads 2`` and 17 with
+    ``--threads 1`` (50 and 27 on an idle machine); ``bench/serving.py --load`` repeats it."""
+    threads = str(max(1, int(float(model_cfg.get("num_cpus") or 1))))
+    return [part.replace("{python}", sys.executable).replace("{num_cpus}", threads) for part in model_cfg["command"]]
 
 
 def server_arguments(model: str, model_cfg: dict) -> dict:

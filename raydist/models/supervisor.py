@@ -208,6 +208,9 @@ class Supervisor:
                 code = self.process.exit_code
                 if code is None:
                     alive = self.process.alive(timeout=self.policy.health_timeout_s)
+                    # a process that died before or during an unanswered check is a death, not a miss
+                    code = None if alive else self.process.exit_code
+                if code is None:
                     misses = 0 if alive else misses + 1
                     if alive or misses < self.policy.hang_checks:
                         self._checked()
