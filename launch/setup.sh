@@ -155,20 +155,33 @@ ensure_docker() {
     # shellcheck disable=SC2086  # the flags are meant to split into words
     as_root setsid nohup dockerd $args </dev/null >>"$DOCKERD_LOG" 2>&1 &
   fi
-  local waited=0
-  until docker info >/dev/null 2>&1; do
+  wait_for_service "Docker daemon" docker_answers "pgrep -x dockerd" "$DOCKERD_LOG" "$DOCKERD_WAIT_SECONDS" \
+    "start dockerd yourself"
+}
+
+docker_answers() {
+  docker info >/dev/null 2>&1
+}
+
+# wait_for_service NAME CHECK RUNNING LOG SECONDS HINT: poll CHECK once a second until it
+# succeeds; dies naming NAME, with LOG's last lines, when RUNNING (a command) says the
+# process is gone or SECONDS pass.
+wait_for_service() {
+  local name=$1 check=$2 running=$3 log=$4 limit=$5 hint=$6 waited=0
+  until $check; do
     local why=""
-    pgrep -x dockerd >/dev/null || why="dockerd exited after ${waited}s"
-    [ "$waited" -lt "$DOCKERD_WAIT_SECONDS" ] || why="the Docker daemon did not answer within ${waited}s"
+    # not at once: a process started in the background a moment ago may not be listed yet
+    [ "$waited" -eq 0 ] || $running >/dev/null || why="the $name exited after ${waited}s"
+    [ "$waited" -lt "$limit" ] || why="the $name did not answer within ${waited}s"
     if [ -n "$why" ]; then
-      echo "setup.sh: error: $why; last lines of $DOCKERD_LOG:" >&2
-      tail -n 20 "$DOCKERD_LOG" >&2 || true
-      die "fix the cause above (or start dockerd yourself), then re-run setup.sh"
+      echo "setup.sh: error: $why; last lines of $log:" >&2
+      tail -n 20 "$log" >&2 || true
+      die "fix the cause above (or $hint), then re-run setup.sh"
     fi
     sleep 1
     waited=$((waited + 1))
   done
-  echo "Docker daemon answers after ${waited}s"
+  echo "$name answers after ${waited}s"
 }
 
 # ---------------------------------------------------------------- image
@@ -191,17 +204,8 @@ ensure_podman() {
     echo "starting podman system service on unix://$PODMAN_SOCKET (log: $PODMAN_LOG)"
     # setsid: the service must outlive this script; --time=0: it never exits when idle.
     as_root setsid nohup podman system service --time=0 "unix://$PODMAN_SOCKET" </dev/null >>"$PODMAN_LOG" 2>&1 &
-    local waited=0
-    until podman_answers; do
-      if [ "$waited" -ge "$PODMAN_WAIT_SECONDS" ]; then
-        echo "setup.sh: error: Podman's API service did not answer on $PODMAN_SOCKET within ${waited}s; last lines of $PODMAN_LOG:" >&2
-        tail -n 20 "$PODMAN_LOG" >&2 || true
-        die "fix the cause above (or start 'podman system service' yourself), then re-run setup.sh"
-      fi
-      sleep 1
-      waited=$((waited + 1))
-    done
-    echo "Podman's API service answers after ${waited}s"
+    wait_for_service "Podman API service on $PODMAN_SOCKET" podman_answers "pgrep -f podman.system.service" \
+      "$PODMAN_LOG" "$PODMAN_WAIT_SECONDS" "start 'podman system service' yourself"
   fi
   # The base image in Podman's store: copied from Docker's when it has it (seconds), else
   # built by the same recipe with podman (a site without Docker).
