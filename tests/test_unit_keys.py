@@ -157,9 +157,12 @@ EVERY_LEVEL = "[L0,L1,L2,L3,L4,full,L1+L2,L2+L3,L1+L3+L4,L2+L4]"
 # full new keys, as it must (their rows were built on other statements); the other levels kept theirs.
 # Pinning the grading environment (raydist.grading.environment) gave every unit a new key: rows
 # graded under the host's TZ, hash seed and locale are not results of the pinned grading.
-@pytest.mark.parametrize("agent, digest, gate_digest", [("oracle", "9c8c2ca86b263413", None),
-                                                        ("null", "7f987840551ae7ee", None),
-                                                        ("miniswe", "cc8bc2e494c22bd7", "6b3c496d536d92f9")])
+# The embedded model's command now runs one compute thread per reserved CPU (--threads "{num_cpus}"
+# for "2"); the command is part of the model's identity, so every unit whose view (L1, L4) or
+# answers came from it has a new key.
+@pytest.mark.parametrize("agent, digest, gate_digest", [("oracle", "7733adbf77728a0a", None),
+                                                        ("null", "eaae34c944ee53a1", None),
+                                                        ("miniswe", "bc6b88fb18c7b0a6", "3ed5737ea398ad2b")])
 def test_the_keys_of_every_level_are_those_its_earlier_rows_carry(tmp_path, agent, digest, gate_digest):
     """The keys of the built-in set at every level and some compositions, seeds 0 and 1 (120
     units per agent; the LLM agent's with its validity gate's 240; the embedded model), pinned: the unit key is
