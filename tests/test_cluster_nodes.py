@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 import ray
@@ -37,6 +38,8 @@ pytestmark = pytest.mark.ray
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray's workers cannot import tests/
 
 PAUSE_S = 2.0
+RUNNING = Path(f"/tmp/raydist-test-nodes-{os.getpid()}")
+"""Where a stand-in unit marks itself running (the test's nodes share this machine)."""
 """How long one stand-in unit runs."""
 
 # Node loss is noticed within a second or two rather than Ray's default half minute.
@@ -48,8 +51,13 @@ SETTINGS = UnitSettings(agent_kind="null", agent_settings={}, view_options={}, c
 
 
 def sleeping_unit(unit, instance, settings, endpoint, prepared) -> dict:  # noqa: ARG001 - execute_unit's signature
-    """A finished (unresolved) row of ``unit`` after ``PAUSE_S`` seconds."""
+    """A finished (unresolved) row of ``unit`` after ``PAUSE_S`` seconds; while it runs, a file
+    ``RUNNING/<node id>.<key>`` says so."""
+    RUNNING.mkdir(parents=True, exist_ok=True)
+    marker = RUNNING / f"{ray.get_runtime_context().get_node_id()}.{unit.key}"
+    marker.touch()
     time.sleep(PAUSE_S)
+    marker.unlink(missing_ok=True)
     return {"key": unit.key, "instance_id": unit.instance_id, "model": unit.model, "agent": unit.agent,
             "level": unit.level, "seed": unit.seed, "config_hash": unit.config_hash, "resolved": False,
             "outcome": "unresolved", "agent_exit": "submitted", "wall_seconds": PAUSE_S,
@@ -97,7 +105,9 @@ def test_a_worker_node_lost_mid_sweep_loses_no_unit_and_runs_none_twice(cluster,
         # through them, the node goes.
         while not {kept.node_id, lost.node_id} <= {r.get("node") for r in rows}:
             time.sleep(0.05)
-        time.sleep(PAUSE_S / 2)
+        # then, as soon as a unit is known to be running there (not after a guessed pause)
+        while not list(RUNNING.glob(f"{lost.node_id}.*")):
+            time.sleep(0.01)
         cluster.remove_node(lost, allow_graceful=False)
         removed.set()
 
