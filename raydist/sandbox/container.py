@@ -56,7 +56,7 @@ from raydist.sandbox.command import (
     split_trailer,
     wrapped_command,
 )
-from raydist.sandbox.engine import OWNER_LABEL, owner_label
+from raydist.sandbox.engine import OWNER_LABEL, owner_label, remove_container
 
 if TYPE_CHECKING:
     from raydist.sandbox.provider import SandboxProvider
@@ -343,13 +343,7 @@ class Sandbox:
 
     def remove(self) -> None:
         """Force-remove the container; calling it again is harmless."""
-        try:
-            self.container.remove(force=True, v=True)  # v: its tmpfs volumes too
-        except NotFound:
-            pass
-        except APIError as exc:
-            if exc.status_code != 409:  # 409: removal already in progress
-                raise
+        remove_container(self.container)  # with its tmpfs volumes; waits out a concurrent removal
 
     def __enter__(self) -> Sandbox:
         return self

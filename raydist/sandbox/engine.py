@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 import weakref
 
 import docker
-from docker.errors import DockerException, NotFound
+from docker.errors import APIError, DockerException, NotFound
 from docker.utils import parse_host
 
 OWNER_LABEL = "raydist.owner"
 API_TIMEOUT = 600.0  # seconds, for every call after the ping
 DEFAULT_ADDRESS = "unix:///var/run/docker.sock"
+REMOVAL_WAIT = 60.0  # seconds another caller's removal of a container may take to finish
 _addresses: weakref.WeakKeyDictionary[docker.DockerClient, str] = weakref.WeakKeyDictionary()
 
 
@@ -113,9 +115,34 @@ def sweep_orphans(client: docker.DockerClient) -> int:
         labels = container.attrs.get("Labels") or {}  # the sparse listing's own field
         if not _is_orphan(labels.get(OWNER_LABEL, ""), host):
             continue
-        try:
-            container.remove(force=True, v=True)
-            removed += 1
-        except NotFound:
-            pass  # removed concurrently by another sweeper
+        removed += remove_container(container)
     return removed
+
+
+def remove_container(container, wait: float = REMOVAL_WAIT) -> bool:
+    """Force-remove ``container`` (a docker SDK ``Container``) with its volumes; True when this
+    call removed it, False when another caller (a sweep, the reaper, its owner) did.
+
+    The engine answers a removal that meets another one 404 (already gone) or 409 ("removal
+    ... is already in progress"); neither is an error, and on 409 this waits up to ``wait``
+    seconds for the other removal to finish, so the container is gone when this returns.
+    Raises ``docker.errors.APIError`` for any other refusal, and for a 409 removal that has
+    not finished within ``wait``.
+    """
+    try:
+        container.remove(force=True, v=True)
+        return True
+    except NotFound:
+        return False
+    except APIError as exc:
+        if exc.status_code != 409:
+            raise
+        conflict = exc
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            container.reload()
+        except NotFound:
+            return False
+        time.sleep(0.2)
+    raise conflict

@@ -39,9 +39,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import docker
-from docker.errors import APIError, DockerException, NotFound
+from docker.errors import APIError, DockerException
 
-from raydist.sandbox.engine import OWNER_LABEL, connect, owner_label, pid_alive
+from raydist.sandbox.engine import OWNER_LABEL, connect, owner_label, pid_alive, remove_container
 
 POLL = 1.0  # seconds between two checks of the owner
 IDLE = 5.0  # seconds without a container of the owner before a reaper leaves
@@ -125,13 +125,7 @@ def _remove_all(client: docker.DockerClient, label: str) -> None:
         if not found:
             return
         for container in found:
-            try:
-                container.remove(force=True, v=True)
-            except NotFound:
-                pass
-            except APIError as exc:
-                if exc.status_code != 409:  # 409: removal already in progress
-                    raise
+            remove_container(container)
         found = _containers(client, label)
         if found:
             time.sleep(POLL)
