@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import sys
 import threading
 import time
@@ -38,9 +39,9 @@ pytestmark = pytest.mark.ray
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray's workers cannot import tests/
 
 PAUSE_S = 2.0
+"""How long one stand-in unit runs."""
 RUNNING = Path(f"/tmp/raydist-test-nodes-{os.getpid()}")
 """Where a stand-in unit marks itself running (the test's nodes share this machine)."""
-"""How long one stand-in unit runs."""
 
 # Node loss is noticed within a second or two rather than Ray's default half minute.
 FAST_HEALTH_CHECKS = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 300,
@@ -83,6 +84,7 @@ def cluster():
     finally:
         ray.shutdown()
         built.shutdown()
+        shutil.rmtree(RUNNING, ignore_errors=True)
 
 
 def connect(cluster: Cluster, *workers: dict) -> list:
@@ -121,10 +123,8 @@ def test_a_worker_node_lost_mid_sweep_loses_no_unit_and_runs_none_twice(cluster,
         rows.append(row)
 
     options = RayOptions(max_concurrency=4, cpus_per_unit=1)
-    started = time.monotonic()
     run_units(units, instances, SETTINGS, None, options, on_row, execute=sleeping_unit,
               retry=RetryPolicy(max_attempts=3, backoff_s=0.2))
-    seconds = time.monotonic() - started
     remover.join(timeout=10)
     assert removed.is_set()
 
@@ -148,7 +148,6 @@ def test_a_worker_node_lost_mid_sweep_loses_no_unit_and_runs_none_twice(cluster,
     table = store.compile([u.key for u in units]).to_pylist()
     assert sorted((r["key"], r["outcome"]) for r in table) == sorted((u.key, "unresolved") for u in units)
     assert {r["node"] for r in table} == {kept.node_id, lost.node_id}
-    assert seconds < 60
 
 
 READ_ONLY = "RAYDIST_TEST_READ_ONLY"
