@@ -9,10 +9,12 @@ finished row, so what is tested is the scheduling, not the sandbox."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import shutil
+import signal
 import sys
 import threading
 import time
@@ -42,6 +44,8 @@ PAUSE_S = 2.0
 """How long one stand-in unit runs."""
 RUNNING = Path(f"/tmp/raydist-test-nodes-{os.getpid()}")
 """Where a stand-in unit marks itself running (the test's nodes share this machine)."""
+HOLD_S = 120.0
+"""The longest a stand-in unit waits on its node's hold file."""
 
 # Node loss is noticed within a second or two rather than Ray's default half minute.
 FAST_HEALTH_CHECKS = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 300,
@@ -52,12 +56,19 @@ SETTINGS = UnitSettings(agent_kind="null", agent_settings={}, view_options={}, c
 
 
 def sleeping_unit(unit, instance, settings, endpoint, prepared) -> dict:  # noqa: ARG001 - execute_unit's signature
-    """A finished (unresolved) row of ``unit`` after ``PAUSE_S`` seconds; while it runs, a file
-    ``RUNNING/<node id>.<key>`` says so."""
+    """A finished (unresolved) row of ``unit`` after ``PAUSE_S`` seconds. While it runs, a file
+    ``RUNNING/<node id>.<key>`` holds its process id; while ``RUNNING/hold.<node id>`` exists
+    (at most ``HOLD_S``), it does not finish, so a node about to be lost cannot return a row."""
+    node = ray.get_runtime_context().get_node_id()
     RUNNING.mkdir(parents=True, exist_ok=True)
-    marker = RUNNING / f"{ray.get_runtime_context().get_node_id()}.{unit.key}"
-    marker.touch()
+    marker = RUNNING / f"{node}.{unit.key}"
+    staged = RUNNING / f".{node}.{unit.key}"
+    staged.write_text(str(os.getpid()))
+    staged.replace(marker)  # whole: the test reads the pid as soon as the name appears
     time.sleep(PAUSE_S)
+    held_until = time.monotonic() + HOLD_S
+    while (RUNNING / f"hold.{node}").exists() and time.monotonic() < held_until:
+        time.sleep(0.05)
     marker.unlink(missing_ok=True)
     return {"key": unit.key, "instance_id": unit.instance_id, "model": unit.model, "agent": unit.agent,
             "level": unit.level, "seed": unit.seed, "config_hash": unit.config_hash, "resolved": False,
@@ -103,14 +114,19 @@ def test_a_worker_node_lost_mid_sweep_loses_no_unit_and_runs_none_twice(cluster,
     removed = threading.Event()
 
     def remove_lost_node_mid_unit() -> None:
-        # Once both nodes have finished a unit, the next ones are running on both: halfway
-        # through them, the node goes.
+        # Once both nodes have finished a unit, units on the node to be lost are held (they
+        # cannot return a row), and as soon as one runs there, the node goes with every
+        # process on it: its raylet and the workers running units. A worker outliving its
+        # raylet could still hand its result to the driver, which no lost machine does.
         while not {kept.node_id, lost.node_id} <= {r.get("node") for r in rows}:
             time.sleep(0.05)
-        # then, as soon as a unit is known to be running there (not after a guessed pause)
+        (RUNNING / f"hold.{lost.node_id}").touch()
         while not list(RUNNING.glob(f"{lost.node_id}.*")):
             time.sleep(0.01)
         cluster.remove_node(lost, allow_graceful=False)
+        for marker in RUNNING.glob(f"{lost.node_id}.*"):
+            with contextlib.suppress(ProcessLookupError, FileNotFoundError):
+                os.kill(int(marker.read_text()), signal.SIGKILL)
         removed.set()
 
     remover = threading.Thread(target=remove_lost_node_mid_unit, daemon=True)
